@@ -1,0 +1,113 @@
+"""The ``codecorpus`` command: run a recipe, verify and show manifests, inspect shards."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from codecorpus.config import RecipeError, load_recipe
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+manifest_app = typer.Typer(no_args_is_help=True, help="Verify or show a run, set or manifest.json.")
+app.add_typer(manifest_app, name="manifest")
+console = Console(stderr=True)
+out = Console()
+
+
+def _fail(message: str, code: int = 2) -> None:
+    console.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+@app.command()
+def run(
+    recipe: Annotated[Path, typer.Argument(help="recipe YAML, e.g. pipelines/quickstart.yaml")],
+    out_dir: Annotated[Path | None, typer.Option("--out", help="run directory (default: the recipe's out)")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="override: stage.key=value (repeatable)")] = None,
+    until: Annotated[str | None, typer.Option(help="run the stages up to and including this one")] = None,
+    only: Annotated[str | None, typer.Option(help="run this stage alone (upstream must be complete)")] = None,
+    workers: Annotated[int | None, typer.Option(help="local Ray CPUs (default: recipe, else all cores)")] = None,
+    ray_address: Annotated[str | None, typer.Option(help="join an existing Ray cluster at this address")] = None,
+    quiet: Annotated[bool, typer.Option(help="no progress bars")] = False,
+) -> None:
+    """Run a pipeline recipe; rerunning the same command resumes it."""
+    from codecorpus.runtime.executor import Executor, PipelineError, init_ray
+
+    try:
+        cfg = load_recipe(recipe, set_ or [])
+        run_dir = out_dir or Path(cfg.out)
+        init_ray(workers or cfg.workers, ray_address)
+        result = Executor(cfg, run_dir, console=console, quiet=quiet).run_pipeline(only=only, until=until)
+    except (RecipeError, PipelineError) as err:
+        _fail(str(err))
+    print_summary(result)
+
+
+def print_summary(result) -> None:
+    table = Table(title=f"codecorpus run: {result.run_dir}  ({result.seconds:.1f} s)")
+    for col in ("stage", "shards", "docs in", "docs out", "dropped", "MB in", "MB out", "tokens", "seconds"):
+        table.add_column(col, justify="left" if col == "stage" else "right")
+    last = None
+    for st in result.stages:
+        s = st.stats
+        dropped = sum(s["dropped"].values())
+        table.add_row(
+            st.name, str(s["shards"]), f"{s['rows_in']:,}", f"{s['rows_out']:,}", f"{dropped:,}",
+            f"{s['bytes_in'] / 1e6:.1f}", f"{s['bytes_out'] / 1e6:.1f}",
+            f"{s['tokens_out'] or s['tokens_in']:,}", f"{st.seconds:.1f}",
+        )
+        last = s
+    out.print(table)
+    if last and last["langs_out"]:
+        langs = Table(title="top languages (final stage)")
+        for col in ("language", "docs", "MB", "tokens"):
+            langs.add_column(col, justify="left" if col == "language" else "right")
+        ranked = sorted(last["langs_out"].items(), key=lambda kv: (-kv[1][1], kv[0]))[:12]
+        for lang, (docs, nbytes, tokens) in ranked:
+            langs.add_row(lang, f"{docs:,}", f"{nbytes / 1e6:.2f}", f"{tokens:,}")
+        out.print(langs)
+
+
+@manifest_app.command("verify")
+def manifest_verify(path: Annotated[Path, typer.Argument(help="run dir, set dir or manifest.json")]) -> None:
+    """Re-hash every shard and re-count tokens and documents; exit 1 on any mismatch."""
+    from codecorpus.manifests.manifest import verify
+
+    problems = verify(path)
+    if problems:
+        for p in problems:
+            console.print(f"[red]MISMATCH[/] {p}", highlight=False)
+        console.print(f"[bold red]{len(problems)} problem(s) in {path}[/]")
+        raise typer.Exit(1)
+    out.print(f"OK: {path} verified")
+
+
+@manifest_app.command("show")
+def manifest_show(path: Annotated[Path, typer.Argument(help="run dir, set dir or manifest.json")]) -> None:
+    """Print a readable summary of a manifest."""
+    from codecorpus.manifests.manifest import show
+
+    out.print(show(path), highlight=False)
+
+
+@app.command()
+def inspect(
+    shard_prefix: Annotated[Path, typer.Argument(help="shard path without suffix, e.g. RUN/shards/short-8k/part-00000")],
+    decode: Annotated[int, typer.Option("--decode", help="index of the packed sequence to print")] = 0,
+) -> None:
+    """Print one packed sequence decoded, with document boundaries marked."""
+    from codecorpus.manifests.inspect import render_sequence
+
+    try:
+        out.print(render_sequence(shard_prefix, decode), highlight=False, markup=False)
+    except (FileNotFoundError, IndexError, ValueError) as err:
+        _fail(str(err))
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    sys.exit(app())

@@ -1,0 +1,1 @@
+"""Deduplication: exact content-hash grouping (near-dup MinHash-LSH comes later)."""

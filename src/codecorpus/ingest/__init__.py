@@ -1,0 +1,1 @@
+"""Sources -> document rows: planning (listing files into shards) and reading them."""

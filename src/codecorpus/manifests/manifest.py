@@ -1,0 +1,567 @@
+"""Set and run manifests: what a training launcher reads and trusts, and the check that earns it.
+
+A set manifest (``shards/<set>/manifest.json``) describes one output set: the
+tokenizer, token dtype, packing, every shard file with its size and sha256,
+every count (tokens, documents, segments, packed sequences, loss and padding
+tokens, tokens per language and source), provenance and the Megatron blend. The
+run manifest lists the sets of a run. Both are JSON with sorted keys, no
+timestamps and no absolute paths, so the same run gives the same bytes, and both
+are written atomically and last: a manifest on disk means its files are complete.
+
+``verify`` trusts nothing in a manifest: it re-hashes every file and re-counts
+every number from the ``.idx`` and segment tables, then reports every
+difference it finds (not just the first) with the file, the field, and the
+expected and found values.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from codecorpus import schema
+from codecorpus.manifests.megatron import (
+    FileInfo,
+    IndexInfo,
+    ShardFormatError,
+    index_problems,
+    open_tokens,
+    read_index,
+    read_segments,
+    shard_file,
+    token_dtype,
+)
+from codecorpus.runtime.io import atomic_write_bytes, sha256_file
+
+SHARD_COUNTS = ("tokens", "documents", "segments", "sequences", "loss_tokens", "padding_tokens")
+REQUIRED_FILES = ("bin", "idx", "seg")
+_SET_KEYS = (
+    "format_version", "kind", "name", "codecorpus_version", "recipe_hash", "tokenizer",
+    "token_dtype", "seq_len", "packing", "totals", "shards", "tokens_by_lang",
+    "tokens_by_source", "provenance", "megatron",
+)  # fmt: skip
+_SHARD_KEYS = ("prefix", "files", *SHARD_COUNTS, "tokens_by_lang", "tokens_by_source")
+
+
+@dataclass(frozen=True)
+class ShardRecord:
+    """One shard as its set manifest lists it. ``prefix`` is a file name in the set directory."""
+
+    prefix: str
+    files: dict[str, FileInfo]
+    tokens: int
+    documents: int
+    segments: int
+    sequences: int
+    loss_tokens: int
+    padding_tokens: int
+    tokens_by_lang: dict[str, int] = field(default_factory=dict)
+    tokens_by_source: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class ShardCounts:
+    """Everything about a shard that can be re-counted from its files."""
+
+    tokens: int
+    documents: int
+    segments: int
+    sequences: int
+    padding_tokens: int
+    tokens_by_lang: dict[str, int]
+    tokens_by_source: dict[str, int]
+
+
+# --- counting a shard from its files --------------------------------------------------
+
+
+def _tokens_by(table: pa.Table, column: str) -> dict[str, int]:
+    sums = table.group_by(column).aggregate([(schema.SEG_LENGTH, "sum")])
+    pairs = zip(sums[column].to_pylist(), sums[f"{schema.SEG_LENGTH}_sum"].to_pylist(), strict=True)
+    return dict(sorted((k, int(v)) for k, v in pairs))
+
+
+def _bin_problems(prefix: Path, index: IndexInfo, vocab_size: int | None) -> list[str]:
+    path = shard_file(prefix, "bin")
+    size, need = path.stat().st_size, index.tokens * index.dtype.itemsize
+    if size != need:
+        return [
+            f"{path.name}: size is {size} bytes, the idx needs {need} ({index.tokens} x {index.dtype})"
+        ]
+    if not vocab_size or not index.tokens:
+        return []
+    tokens = open_tokens(prefix, index.dtype)
+    lo, hi = int(tokens.min()), int(tokens.max())
+    if lo < 0 or hi >= vocab_size:
+        return [
+            f"{path.name}: token ids span [{lo}, {hi}], outside the vocabulary [0, {vocab_size})"
+        ]
+    return []
+
+
+def _segment_problems(seg_name: str, table: pa.Table, index: IndexInfo) -> list[str]:
+    lengths = table[schema.SEG_LENGTH].to_numpy()
+    if len(lengths) != len(index.sequence_lengths):
+        return [
+            f"{seg_name}: rows: expected {len(index.sequence_lengths)} (idx sequences), found {len(lengths)}"
+        ]
+    bad = np.flatnonzero(lengths != index.sequence_lengths)
+    if not bad.size:
+        return []
+    i = int(bad[0])
+    return [
+        f"{seg_name}: {schema.SEG_LENGTH}[{i}]: expected {index.sequence_lengths[i]} "
+        f"(idx sequence_lengths), found {lengths[i]} ({bad.size} rows differ)"
+    ]
+
+
+def _packing_problems(idx_name: str, index: IndexInfo, seq_len: int) -> tuple[int, list[str]]:
+    """Padding the loader will add, and any packed sequence longer than ``seq_len``.
+
+    ``seq_len`` 0 means the set is not pre-packed: no limit and no padding.
+    """
+    if seq_len <= 0:
+        return 0, []
+    packed = index.packed_lengths
+    over = np.flatnonzero(packed > seq_len)
+    padding = int((seq_len - packed[packed <= seq_len]).sum())
+    if not over.size:
+        return padding, []
+    j = int(over[0])
+    return padding, [
+        f"{idx_name}: packed sequence {j} has {packed[j]} tokens, more than seq_len {seq_len} "
+        f"({over.size} sequences too long)"
+    ]
+
+
+def count_shard(
+    prefix: Path | str,
+    *,
+    seq_len: int,
+    dtype: str | None = None,
+    vocab_size: int | None = None,
+) -> tuple[ShardCounts | None, list[str]]:
+    """Re-count a shard from its ``.idx``, ``.bin`` and segment table.
+
+    Returns the counts (None when the idx or segment table cannot be read) and
+    every problem found on the way; ``dtype`` and ``vocab_size`` add checks of
+    the idx dtype and of the token id range (a full pass over the ``.bin``).
+    """
+    prefix = Path(prefix)
+    idx_name, seg_name = shard_file(prefix, "idx").name, shard_file(prefix, "seg").name
+    try:
+        index = read_index(shard_file(prefix, "idx"))
+        table = read_segments(prefix)
+    except ShardFormatError as e:
+        return None, [f"{Path(e.path).name}: {e.what}"]
+    except (OSError, pa.ArrowInvalid) as e:
+        return None, [f"{prefix.name}: cannot read: {e}"]
+    problems = [f"{idx_name}: {p}" for p in index_problems(index)]
+    if dtype is not None and index.dtype.name != dtype:
+        problems.append(
+            f"{idx_name}: dtype: expected {dtype} (manifest token_dtype), found {index.dtype.name}"
+        )
+    problems += _bin_problems(prefix, index, vocab_size)
+    problems += _segment_problems(seg_name, table, index)
+    padding, packing = _packing_problems(idx_name, index, seq_len)
+    offsets = table[schema.SEG_DOC_OFFSET]
+    counts = ShardCounts(
+        tokens=index.tokens,
+        documents=int(pc.sum(pc.equal(offsets, 0)).as_py() or 0),
+        segments=len(index.sequence_lengths),
+        sequences=len(index.document_indices) - 1,
+        padding_tokens=padding,
+        tokens_by_lang=_tokens_by(table, schema.LANG),
+        tokens_by_source=_tokens_by(table, schema.SOURCE),
+    )
+    return counts, problems + packing
+
+
+def record_shard(
+    prefix: Path | str,
+    files: dict[str, FileInfo],
+    *,
+    seq_len: int,
+    loss_tokens: int | None = None,
+) -> ShardRecord:
+    """The manifest record of a freshly written shard, counted from its files.
+
+    Counting from the files (with the same code ``verify`` uses) rather than
+    trusting the writer's own tallies means a manifest that is written can be verified.
+    ``loss_tokens`` defaults to every token (pretraining); SFT sets pass theirs.
+    """
+    counts, problems = count_shard(prefix, seq_len=seq_len)
+    if counts is None or problems:
+        raise ValueError(f"shard {prefix} is inconsistent: " + "; ".join(problems))
+    return ShardRecord(
+        prefix=Path(prefix).name,
+        files=dict(files),
+        loss_tokens=counts.tokens if loss_tokens is None else loss_tokens,
+        **asdict(counts),
+    )
+
+
+# --- building and writing manifests ----------------------------------------------------
+
+
+def codecorpus_version() -> str:
+    try:
+        return importlib.metadata.version("codecorpus")
+    except importlib.metadata.PackageNotFoundError:
+        import codecorpus
+
+        return getattr(codecorpus, "__version__", "0+unknown")
+
+
+def megatron_data_path(shard_tokens: list[tuple[str, int]]) -> list[str]:
+    """Megatron ``--data-path`` weight/prefix pairs, weights by tokens; empty shards left out.
+
+    >>> megatron_data_path([("part-00000", 3), ("part-00001", 1), ("part-00002", 0)])
+    ['0.750000', 'part-00000', '0.250000', 'part-00001']
+    """
+    total = sum(tokens for _, tokens in shard_tokens)
+    pairs = [[f"{tokens / total:.6f}", prefix] for prefix, tokens in shard_tokens if tokens]
+    return [item for pair in pairs for item in pair]
+
+
+def _sum_by(dicts: list[dict[str, int]]) -> dict[str, int]:
+    total: Counter[str] = Counter()
+    for d in dicts:
+        total.update(d)
+    return dict(sorted(total.items()))
+
+
+def _check_shard_records(set_dir: Path, shards: list[ShardRecord]) -> None:
+    prefixes = [s.prefix for s in shards]
+    if len(set(prefixes)) != len(prefixes):
+        raise ValueError(f"duplicate shard prefixes in {prefixes}")
+    for s in shards:
+        if Path(s.prefix).name != s.prefix:
+            raise ValueError(f"shard prefix {s.prefix!r} must be a file name inside {set_dir}")
+        for key in REQUIRED_FILES:
+            if key not in s.files:
+                raise ValueError(f"shard {s.prefix} lists no {key!r} file")
+        for key, info in s.files.items():
+            if not (set_dir / info["path"]).is_file():
+                raise ValueError(
+                    f"shard {s.prefix}: {key} file {set_dir / info['path']} does not exist"
+                )
+
+
+def build_set_manifest(
+    *,
+    name: str,
+    set_dir: Path | str,
+    shards: list[ShardRecord],
+    tokenizer: dict[str, Any],
+    token_dtype: str,
+    seq_len: int,
+    packing: dict[str, Any],
+    recipe_hash: str,
+    provenance: dict[str, Any],
+) -> dict[str, Any]:
+    """The manifest dict of one set; shards are listed in prefix order whatever order they came in.
+
+    ``packing`` must name ``algorithm`` and ``truncated_documents``; its
+    ``sequences``, ``segments`` and ``padding_tokens`` are filled in from the
+    shards (a conflicting value passed in is an error).
+    """
+    if token_dtype not in schema.MEGATRON_DTYPE_CODES.values():
+        raise ValueError(
+            f"token_dtype {token_dtype!r} is not a Megatron dtype: use uint16 or int32"
+        )
+    missing = {"algorithm", "truncated_documents"} - packing.keys()
+    if missing:
+        raise ValueError(f"packing lacks {sorted(missing)}")
+    shards = sorted(shards, key=lambda s: s.prefix)
+    _check_shard_records(Path(set_dir), shards)
+    totals = {k: sum(getattr(s, k) for s in shards) for k in SHARD_COUNTS}
+    filled = {k: totals[k] for k in ("sequences", "segments", "padding_tokens")}
+    for k, v in filled.items():
+        if k in packing and packing[k] != v:
+            raise ValueError(f"packing.{k} is {packing[k]} but the shards add up to {v}")
+    return {
+        "format_version": schema.FORMAT_VERSION,
+        "kind": schema.SET_MANIFEST_KIND,
+        "name": name,
+        "codecorpus_version": codecorpus_version(),
+        "recipe_hash": recipe_hash,
+        "tokenizer": tokenizer,
+        "token_dtype": token_dtype,
+        "seq_len": seq_len,
+        "packing": {**packing, **filled},
+        "totals": totals,
+        "shards": [s.to_json() for s in shards],
+        "tokens_by_lang": _sum_by([s.tokens_by_lang for s in shards]),
+        "tokens_by_source": _sum_by([s.tokens_by_source for s in shards]),
+        "provenance": provenance,
+        "megatron": {"data_path": megatron_data_path([(s.prefix, s.tokens) for s in shards])},
+    }
+
+
+def manifest_bytes(manifest: dict[str, Any]) -> bytes:
+    return (json.dumps(manifest, sort_keys=True, indent=2, allow_nan=False) + "\n").encode()
+
+
+def write_manifest(path: Path | str, manifest: dict[str, Any]) -> None:
+    """Write a manifest atomically; call it after every file it lists is in place."""
+    atomic_write_bytes(path, manifest_bytes(manifest))
+
+
+def build_run_manifest(run_dir: Path | str, set_manifest_paths: list[Path]) -> dict[str, Any]:
+    """The run manifest: every set by name, with its manifest's path, sha256 and totals."""
+    run_dir = Path(run_dir).resolve()
+    sets: dict[str, Any] = {}
+    for path in sorted(Path(p).resolve() for p in set_manifest_paths):
+        if not path.is_relative_to(run_dir):
+            raise ValueError(f"set manifest {path} is outside the run directory {run_dir}")
+        m = json.loads(path.read_text())
+        if m["name"] in sets:
+            raise ValueError(
+                f"two sets are named {m['name']!r}: {sets[m['name']]['path']} and {path}"
+            )
+        sets[m["name"]] = {
+            "path": path.relative_to(run_dir).as_posix(),
+            "sha256": sha256_file(path),
+            "totals": m["totals"],
+        }
+    return {
+        "format_version": schema.FORMAT_VERSION,
+        "kind": schema.RUN_MANIFEST_KIND,
+        "codecorpus_version": codecorpus_version(),
+        "sets": sets,
+    }
+
+
+def write_run_manifest(run_dir: Path | str, manifest: dict[str, Any]) -> Path:
+    path = schema.RunPaths(Path(run_dir)).manifest
+    write_manifest(path, manifest)
+    return path
+
+
+# --- verification ------------------------------------------------------------------------
+
+
+def _load(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    try:
+        return json.loads(path.read_text()), None
+    except FileNotFoundError:
+        return None, f"{path}: missing"
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        return None, f"{path}: not a readable JSON manifest: {e}"
+
+
+def _structure_problems(m: dict[str, Any]) -> list[str]:
+    problems = [f"{schema.MANIFEST_NAME}: field {k!r} is missing" for k in _SET_KEYS if k not in m]
+    if m.get("kind") != schema.SET_MANIFEST_KIND:
+        problems.append(
+            f"{schema.MANIFEST_NAME}: kind: expected {schema.SET_MANIFEST_KIND!r}, found {m.get('kind')!r}"
+        )
+    if m.get("format_version") != schema.FORMAT_VERSION:
+        problems.append(
+            f"{schema.MANIFEST_NAME}: format_version: expected {schema.FORMAT_VERSION}, found {m.get('format_version')!r}"
+        )
+    for i, s in enumerate(m.get("shards") or []):
+        problems += [
+            f"{schema.MANIFEST_NAME}: shards[{i}] lacks {k!r}" for k in _SHARD_KEYS if k not in s
+        ]
+        files = s.get("files", {})
+        problems += [
+            f"{schema.MANIFEST_NAME}: shards[{i}].files lacks {k!r}"
+            for k in REQUIRED_FILES
+            if k not in files
+        ]
+    return problems
+
+
+def _file_problems(set_dir: Path, prefix: str, files: dict[str, FileInfo]) -> list[str]:
+    problems = []
+    for key, info in sorted(files.items()):
+        expected_name = shard_file(prefix, key).name if key in schema.SHARD_FILE_SUFFIXES else None
+        if expected_name and info["path"] != expected_name:
+            problems.append(
+                f"shard {prefix}: files.{key}.path: expected {expected_name!r}, found {info['path']!r}"
+            )
+        path = set_dir / info["path"]
+        if not path.is_file():
+            problems.append(f"{info['path']}: missing (listed as shard {prefix} files.{key})")
+            continue
+        size = path.stat().st_size
+        if size != info["bytes"]:
+            problems.append(
+                f"{info['path']}: bytes: expected {info['bytes']} (manifest), found {size}"
+            )
+        elif (digest := sha256_file(path)) != info["sha256"]:
+            problems.append(
+                f"{info['path']}: sha256: expected {info['sha256']} (manifest), found {digest}"
+            )
+    return problems
+
+
+def _compare(where: str, claimed: dict[str, Any], actual: dict[str, Any], source: str) -> list[str]:
+    return [
+        f"{where}.{k}: expected {actual[k]!r} (recounted from {source}), found {claimed.get(k)!r}"
+        for k in actual
+        if False
+    ]
+
+
+def _shard_problems(set_dir: Path, m: dict[str, Any], i: int) -> tuple[dict[str, Any], list[str]]:
+    """Check one shard's files and record; return its counts (re-counted where possible)."""
+    s = m["shards"][i]
+    problems = _file_problems(set_dir, s["prefix"], s["files"])
+    if any(not (set_dir / s["files"][k]["path"]).is_file() for k in REQUIRED_FILES):
+        return {k: s[k] for k in _SHARD_KEYS[2:]}, problems
+    counts, found = count_shard(
+        set_dir / s["prefix"],
+        seq_len=m["seq_len"],
+        dtype=m["token_dtype"],
+        vocab_size=m["tokenizer"].get("vocab_size"),
+    )
+    problems += found
+    if counts is None:
+        return {k: s[k] for k in _SHARD_KEYS[2:]}, problems
+    actual = asdict(counts)
+    if "mask" not in s["files"]:
+        actual["loss_tokens"] = counts.tokens
+    elif s["loss_tokens"] > counts.tokens:
+        problems.append(
+            f"{schema.MANIFEST_NAME} shards[{i}].loss_tokens: {s['loss_tokens']} exceeds the {counts.tokens} tokens"
+        )
+    where = f"{schema.MANIFEST_NAME} shards[{i}] ({s['prefix']})"
+    problems += _compare(where, s, actual, f"{s['prefix']}.*")
+    return {**{k: s[k] for k in _SHARD_KEYS[2:]}, **actual}, problems
+
+
+def _set_level_problems(m: dict[str, Any], per_shard: list[dict[str, Any]]) -> list[str]:
+    src = "the shard files"
+    totals = {k: sum(c[k] for c in per_shard) for k in SHARD_COUNTS}
+    sums = {
+        "tokens_by_lang": _sum_by([c["tokens_by_lang"] for c in per_shard]),
+        "tokens_by_source": _sum_by([c["tokens_by_source"] for c in per_shard]),
+        "megatron": {"data_path": megatron_data_path(
+            [(s["prefix"], c["tokens"]) for s, c in zip(m["shards"], per_shard, strict=True)]
+        )},
+    }  # fmt: skip
+    packing = {k: totals[k] for k in ("sequences", "segments", "padding_tokens")}
+    problems = _compare(f"{schema.MANIFEST_NAME} totals", m["totals"], totals, src)
+    problems += _compare(f"{schema.MANIFEST_NAME} packing", m["packing"], packing, src)
+    problems += _compare(schema.MANIFEST_NAME, m, sums, src)
+    vocab = m["tokenizer"].get("vocab_size")
+    if vocab is not None and token_dtype(vocab).name != m["token_dtype"]:
+        problems.append(
+            f"{schema.MANIFEST_NAME} token_dtype: expected {token_dtype(vocab).name} "
+            f"for vocab_size {vocab}, found {m['token_dtype']!r}"
+        )
+    return problems
+
+
+def verify_set(manifest_path: Path | str) -> list[str]:
+    """Every problem with a set: its manifest against its files, re-hashed and re-counted."""
+    manifest_path = Path(manifest_path)
+    m, error = _load(manifest_path)
+    if m is None:
+        return [error or f"{manifest_path}: unreadable"]
+    problems = _structure_problems(m)
+    if problems:
+        return problems
+    per_shard = []
+    for i in range(len(m["shards"])):
+        counts, found = _shard_problems(manifest_path.parent, m, i)
+        per_shard.append(counts)
+        problems += found
+    return problems + _set_level_problems(m, per_shard)
+
+
+def verify_run(run_manifest_path: Path | str) -> list[str]:
+    """Every problem with a run: each listed set's manifest hash and totals, then the set itself."""
+    path = Path(run_manifest_path)
+    m, error = _load(path)
+    if m is None:
+        return [error or f"{path}: unreadable"]
+    if m.get("kind") != schema.RUN_MANIFEST_KIND:
+        return [f"{path}: kind: expected {schema.RUN_MANIFEST_KIND!r}, found {m.get('kind')!r}"]
+    problems = []
+    for name, entry in sorted(m.get("sets", {}).items()):
+        set_path = path.parent / entry["path"]
+        if not set_path.is_file():
+            problems.append(f"{path.name}: sets.{name}: {entry['path']} is missing")
+            continue
+        if (digest := sha256_file(set_path)) != entry["sha256"]:
+            problems.append(
+                f"{entry['path']}: sha256: expected {entry['sha256']} (run manifest), found {digest}"
+            )
+        set_m, _ = _load(set_path)
+        if set_m is not None and set_m.get("totals") != entry.get("totals"):
+            problems.append(
+                f"{path.name}: sets.{name}.totals: expected {set_m.get('totals')} ({entry['path']}), found {entry.get('totals')}"
+            )
+        problems += [f"set {name}: {p}" for p in verify_set(set_path)]
+    return problems
+
+
+def _resolve(path: Path | str) -> Path:
+    path = Path(path)
+    return path / schema.MANIFEST_NAME if path.is_dir() else path
+
+
+def verify(path: Path | str) -> list[str]:
+    """Verify a run or a set: ``path`` is a run dir, a set dir or a manifest.json."""
+    path = _resolve(path)
+    m, error = _load(path)
+    if m is None:
+        return [error or f"{path}: unreadable"]
+    kind = m.get("kind")
+    if kind == schema.RUN_MANIFEST_KIND:
+        return verify_run(path)
+    if kind == schema.SET_MANIFEST_KIND:
+        return verify_set(path)
+    return [
+        f"{path}: kind: expected {schema.RUN_MANIFEST_KIND!r} or {schema.SET_MANIFEST_KIND!r}, found {kind!r}"
+    ]
+
+
+# --- human summary -----------------------------------------------------------------------
+
+
+def _show_set(m: dict[str, Any], top: int = 8) -> list[str]:
+    t, tok, pack = m["totals"], m["tokenizer"], m["packing"]
+    packed = t["tokens"] + t["padding_tokens"]
+    langs = sorted(m["tokens_by_lang"].items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    share = ", ".join(f"{k} {v / max(t['tokens'], 1):.1%}" for k, v in langs)
+    return [
+        f"set {m['name']}  (format {m['format_version']}, codecorpus {m['codecorpus_version']}, recipe {m['recipe_hash']})",
+        f"  tokenizer   {tok.get('name')}  vocab {tok.get('vocab_size')}  eos {tok.get('eos_id')}",
+        f"  dtype       {m['token_dtype']}  seq_len {m['seq_len']}  packing {pack.get('algorithm')}",
+        f"  tokens      {t['tokens']:,}  loss {t['loss_tokens']:,}",
+        f"  documents   {t['documents']:,}  segments {t['segments']:,}  sequences {t['sequences']:,}  "
+        f"truncated {pack.get('truncated_documents', 0):,}",
+        f"  padding     {t['padding_tokens']:,} ({t['padding_tokens'] / max(packed, 1):.2%} of packed tokens)",
+        f"  languages   {share}",
+        f"  shards      {len(m['shards'])}",
+        f"  data_path   {' '.join(m['megatron']['data_path'])}",
+    ]
+
+
+def show(path: Path | str) -> str:
+    """A readable summary of a set or run manifest, for ``codecorpus manifest show``."""
+    path = _resolve(path)
+    m = json.loads(path.read_text())
+    if m.get("kind") == schema.SET_MANIFEST_KIND:
+        return "\n".join(_show_set(m))
+    lines = [f"run {path.parent}  ({len(m.get('sets', {}))} sets)"]
+    for name, entry in sorted(m.get("sets", {}).items()):
+        set_m, error = _load(path.parent / entry["path"])
+        lines += _show_set(set_m) if set_m else [f"set {name}: {error}"]
+    return "\n".join(lines)

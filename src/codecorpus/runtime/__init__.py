@@ -1,0 +1,1 @@
+"""The only package that imports ray: executor, shard IO, resume, stats, progress."""

@@ -1,0 +1,75 @@
+"""Crash-safe file writes and file hashing, shared by every writer of run outputs.
+
+A reader must never see half a file under its final name: a shard, an index or a
+manifest is either absent or complete. So everything is written to a temporary
+name in the same directory (same filesystem, so the rename is atomic), flushed
+and fsynced, renamed over the final name, and the directory is fsynced so the
+rename itself survives a power loss. This module never imports ray.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+_HASH_CHUNK = 1 << 20
+
+
+def fsync_dir(directory: Path) -> None:
+    """Persist a rename: on POSIX the directory entry is only durable once the directory is."""
+    if os.name != "posix":
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_writer(path: Path | str) -> Iterator[BinaryIO]:
+    """Open a binary file that appears at ``path`` only if the ``with`` block succeeds.
+
+    The temporary name is hidden (leading dot) and unique per writer, so two
+    attempts at the same shard (a retried task) never write into each other's
+    file; the last rename wins, and both wrote the same bytes anyway. It is
+    created with ``os.open`` mode 0o666 so the umask applies, unlike mkstemp's 0o600.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+    fsync_dir(path.parent)
+
+
+def atomic_write_bytes(path: Path | str, data: bytes | memoryview) -> None:
+    with atomic_writer(path) as f:
+        f.write(data)
+
+
+def sha256_bytes(data: bytes | memoryview) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: Path | str) -> str:
+    """sha256 hex of a file, read in 1 MiB chunks so a multi-GB shard needs no memory."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_HASH_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()

@@ -1,0 +1,115 @@
+"""The pack stage's task bodies: tokenized shard -> packed Megatron shard; then the manifests.
+
+Ray-free like ``tasks.py``. Each tokenized shard is packed on its own (best-fit
+decreasing within the shard), so packing is a map over shards and needs no
+single process to see the corpus; the set manifest is assembled from the
+shard records kept in the completion markers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from codecorpus import schema
+from codecorpus.config import OutputSet, Recipe, TokenizerConfig, config_hash
+from codecorpus.manifests import manifest as mf
+from codecorpus.manifests import megatron
+from codecorpus.packing.pack import pack_documents
+from codecorpus.runtime.tasks import TaskContext, lang_breakdown, read_parquet, result_stats, write_marker
+from codecorpus.stage import MapResult
+from codecorpus.tokenize.tokenizer import load_tokenizer
+
+
+def pack_task(ctx: TaskContext, out: OutputSet, shard: int, in_stage: str, tok_cfg: TokenizerConfig) -> dict:
+    t0 = time.perf_counter()
+    table = read_parquet(ctx.run.part(in_stage, shard))
+    tokenizer = load_tokenizer(tok_cfg)
+    dtype = megatron.token_dtype(tokenizer.vocab_size)
+    packed = pack_documents(
+        table.column(schema.ID).to_pylist(),
+        table.column(schema.TOKENS),
+        table.column(schema.LANG).to_pylist(),
+        table.column(schema.SOURCE).to_pylist(),
+        out.seq_len,
+        dtype,
+    )
+    prefix = ctx.run.set_shard_prefix(out.name, shard)
+    files = megatron.write_indexed_dataset(prefix, packed.tokens, packed.sequence_lengths, packed.document_indices)
+    files["seg"] = megatron.write_segments(prefix, packed.segments)
+    record = mf.record_shard(prefix, files, seq_len=out.seq_len)
+    tokens_in = int(np.sum(table.column(schema.NUM_TOKENS).to_numpy())) if table.num_rows else 0
+    if record.tokens != tokens_in or record.documents != table.num_rows:
+        raise AssertionError(f"packing lost data in {prefix}: {record.tokens} of {tokens_in} tokens")
+    langs = lang_breakdown(table)
+    stats = result_stats(
+        table.num_rows, int(sum(v[1] for v in langs.values())), tokens_in, langs, MapResult(table),
+        time.perf_counter() - t0,
+    )
+    licenses = Counter(table.column(schema.LICENSE).to_pylist())
+    stats["set"] = {
+        "record": record.to_json(),
+        "truncated_documents": packed.truncated_documents,
+        "documents_by_license": dict(licenses),
+    }
+    write_marker(ctx, f"{out.name}-{schema.shard_name(shard)}", stats)
+    return stats
+
+
+def write_set_manifest(
+    run: schema.RunPaths, out: OutputSet, shard_stats: list[dict[str, Any]], tok_cfg: TokenizerConfig,
+    recipe: Recipe, stage_hash: str,
+) -> Path:
+    records = [mf.ShardRecord(**s["set"]["record"]) for s in shard_stats]
+    tokenizer = load_tokenizer(tok_cfg)
+    manifest = mf.build_set_manifest(
+        name=out.name,
+        set_dir=run.set_dir(out.name),
+        shards=records,
+        tokenizer={**tokenizer.fingerprint(), "config": tokenizer_config_record(run, tok_cfg)},
+        token_dtype=megatron.token_dtype(tokenizer.vocab_size).name,
+        seq_len=out.seq_len,
+        packing={
+            "algorithm": recipe.stages.pack.algorithm,
+            "truncated_documents": sum(s["set"]["truncated_documents"] for s in shard_stats),
+            "padding_stored": False,
+        },
+        recipe_hash=config_hash(recipe),
+        provenance=provenance(recipe, shard_stats),
+    )
+    path = run.set_manifest(out.name)
+    mf.write_manifest(path, manifest)
+    return path
+
+
+def tokenizer_config_record(run: schema.RunPaths, tok_cfg: TokenizerConfig) -> dict[str, Any]:
+    """The tokenizer config a reader can load again; a path inside the run is kept relative."""
+    record = tok_cfg.model_dump(mode="json", exclude_none=True)
+    path = record.get("path")
+    if path and Path(path).resolve().is_relative_to(run.root.resolve()):
+        record["path"] = Path(path).resolve().relative_to(run.root.resolve()).as_posix()
+    return record
+
+
+def provenance(recipe: Recipe, shard_stats: list[dict[str, Any]]) -> dict[str, Any]:
+    """Sources and the settings that shaped the set (filters, dedup), for audits."""
+    stages = recipe.stages
+    return {
+        "sources": [s.model_dump(mode="json") for s in recipe.sources],
+        "documents_by_license": dict(
+            sorted(sum((Counter(s["set"]["documents_by_license"]) for s in shard_stats), Counter()).items())
+        ),
+        "stages": stages.enabled(),
+        "filters": stages.filters.model_dump(mode="json") if stages.filters else None,
+        "dedup": stages.dedup.model_dump(mode="json") if stages.dedup else None,
+        "seed": recipe.seed,
+    }
+
+
+def write_run_manifest(run: schema.RunPaths, recipe: Recipe) -> Path:
+    paths = [run.set_manifest(o.name) for o in recipe.outputs]
+    return mf.write_run_manifest(run.root, mf.build_run_manifest(run.root, paths))

@@ -1,0 +1,244 @@
+"""Task bodies: read a shard, call a pure stage function, write the result atomically.
+
+Ray-free on purpose: ``executor.py`` ships these functions to Ray workers, and
+tests can call them directly. Every task that produces stage output:
+
+1. writes its part and its drop log under temporary names, fsyncs, renames;
+2. checks ``rows_in == rows_out + dropped`` (an ``InvariantError`` otherwise);
+3. writes its completion marker last: ``{"hash": <stage hash>, "stats": {...}}``.
+
+A marker whose hash matches the current stage hash means the task is done and
+its outputs are complete; anything else is redone.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from codecorpus import schema
+from codecorpus.runtime.io import atomic_write_bytes
+from codecorpus.stage import MapResult
+
+
+class InvariantError(RuntimeError):
+    """A broken pipeline invariant (e.g. rows_in != rows_out + dropped): a bug, never bad input."""
+
+
+@dataclass(frozen=True)
+class TaskContext:
+    run: schema.RunPaths
+    stage: str
+    stage_hash: str
+
+
+# --- parquet and markers --------------------------------------------------------------
+
+
+def write_parquet(path: Path, table: pa.Table) -> int:
+    """Deterministic zstd Parquet, written atomically. Returns the file size."""
+    buf = io.BytesIO()
+    pq.write_table(
+        table,
+        buf,
+        compression=schema.PARQUET_COMPRESSION,
+        compression_level=schema.PARQUET_COMPRESSION_LEVEL,
+        row_group_size=schema.PARQUET_ROW_GROUP_ROWS,
+        write_statistics=False,
+    )
+    data = buf.getbuffer()
+    atomic_write_bytes(path, data)
+    return len(data)
+
+
+def read_parquet(path: Path) -> pa.Table:
+    return pq.read_table(path, memory_map=True)
+
+
+def read_marker(ctx: TaskContext, task: str) -> dict[str, Any] | None:
+    """The marker's payload if the task completed under the current stage hash."""
+    try:
+        payload = json.loads(ctx.run.done(ctx.stage, task).read_text())
+    except (OSError, ValueError):
+        return None
+    return payload if payload.get("hash") == ctx.stage_hash else None
+
+
+def write_marker(ctx: TaskContext, task: str, stats: dict[str, Any]) -> None:
+    body = json.dumps({"hash": ctx.stage_hash, "stats": stats}, sort_keys=True)
+    atomic_write_bytes(ctx.run.done(ctx.stage, task), body.encode())
+
+
+# --- statistics -------------------------------------------------------------------------
+
+
+def lang_breakdown(table: pa.Table) -> dict[str, list[int]]:
+    """lang -> [documents, bytes, tokens] of a document table."""
+    if table.num_rows == 0 or schema.LANG not in table.column_names:
+        return {}
+    aggs = [(schema.BYTES, "sum"), (schema.ID, "count")]
+    has_tokens = schema.NUM_TOKENS in table.column_names
+    if has_tokens:
+        aggs.append((schema.NUM_TOKENS, "sum"))
+    g = table.group_by(schema.LANG).aggregate(aggs).to_pydict()
+    tokens = g[f"{schema.NUM_TOKENS}_sum"] if has_tokens else [0] * len(g[schema.LANG])
+    return {
+        lang: [int(n), int(b), int(t)]
+        for lang, n, b, t in zip(g[schema.LANG], g[f"{schema.ID}_count"], g[f"{schema.BYTES}_sum"], tokens, strict=True)
+    }
+
+
+def _sum(table: pa.Table, column: str) -> int:
+    if column not in table.column_names or table.num_rows == 0:
+        return 0
+    return int(pc.sum(table.column(column)).as_py() or 0)
+
+
+def result_stats(
+    rows_in: int, bytes_in: int, tokens_in: int, langs_in: dict, result: MapResult, seconds: float
+) -> dict[str, Any]:
+    """Stats of one task; raises InvariantError if rows are unaccounted for."""
+    out, dropped = result.table, result.dropped
+    if rows_in != out.num_rows + dropped.num_rows:
+        raise InvariantError(
+            f"rows_in={rows_in} != rows_out={out.num_rows} + dropped={dropped.num_rows}"
+        )
+    reasons = dropped.column(schema.REASON).to_pylist()
+    drop_langs = dropped.column(schema.LANG).to_pylist()
+    drop_bytes = dropped.column(schema.BYTES).to_pylist()
+    bytes_by_reason: Counter[str] = Counter()
+    by_lang: dict[str, Counter[str]] = {}
+    for reason, lang, nbytes in zip(reasons, drop_langs, drop_bytes, strict=True):
+        bytes_by_reason[reason] += nbytes
+        by_lang.setdefault(lang, Counter())[reason] += 1
+    return {
+        "rows_in": rows_in,
+        "rows_out": out.num_rows,
+        "bytes_in": bytes_in,
+        "bytes_out": _sum(out, schema.BYTES),
+        "tokens_in": tokens_in,
+        "tokens_out": _sum(out, schema.NUM_TOKENS),
+        "dropped": dict(Counter(reasons)),
+        "dropped_bytes": dict(bytes_by_reason),
+        "dropped_by_lang": {k: dict(v) for k, v in by_lang.items()},
+        "langs_in": langs_in,
+        "langs_out": lang_breakdown(out),
+        "counters": dict(result.counters),
+        "seconds": round(seconds, 4),
+    }
+
+
+def finish_shard(ctx: TaskContext, shard: int, result: MapResult, stats: dict[str, Any]) -> dict[str, Any]:
+    """Write a shard's output and drop log, then its marker (last)."""
+    write_parquet(ctx.run.part(ctx.stage, shard), result.table)
+    write_parquet(ctx.run.dropped(ctx.stage, shard), result.dropped)
+    write_marker(ctx, schema.shard_name(shard), stats)
+    return stats
+
+
+# --- task kinds -------------------------------------------------------------------------
+
+
+def ingest_task(ctx: TaskContext, shard: int, read: Callable[[], MapResult], planned_bytes: int, rows_in: int) -> dict:
+    t0 = time.perf_counter()
+    result = read()
+    stats = result_stats(rows_in, planned_bytes, 0, {}, result, time.perf_counter() - t0)
+    return finish_shard(ctx, shard, result, stats)
+
+
+def map_task(ctx: TaskContext, shard: int, in_stage: str, fn: Callable[[pa.Table], MapResult]) -> dict:
+    """A map stage over one shard: ``fn(table) -> MapResult``."""
+    t0 = time.perf_counter()
+    table = read_parquet(ctx.run.part(in_stage, shard))
+    result = fn(table)
+    stats = result_stats(
+        table.num_rows, _sum(table, schema.BYTES), _sum(table, schema.NUM_TOKENS),
+        lang_breakdown(table), result, time.perf_counter() - t0,
+    )
+    return finish_shard(ctx, shard, result, stats)
+
+
+def scatter_task(
+    ctx: TaskContext, phase: str, shard: int, in_stage: str,
+    fn: Callable[[pa.Table, int], dict[int, pa.Table]],
+) -> dict:
+    """Phase of a global stage: one input shard -> one file per partition (all written)."""
+    t0 = time.perf_counter()
+    parts = fn(read_parquet(ctx.run.part(in_stage, shard)), shard)
+    for p, table in sorted(parts.items()):
+        write_parquet(ctx.run.work_part(ctx.stage, phase, p, shard), table)
+    stats = {"rows": sum(t.num_rows for t in parts.values()), "seconds": round(time.perf_counter() - t0, 4)}
+    write_marker(ctx, f"{phase}-{schema.shard_name(shard)}", stats)
+    return stats
+
+
+def reduce_task(
+    ctx: TaskContext, phase: str, in_phase: str, partition: int, n_inputs: int,
+    fn: Callable[[pa.Table], dict[int, pa.Table]],
+) -> dict:
+    """Phase of a global stage: all inputs of one partition -> files routed by output partition."""
+    t0 = time.perf_counter()
+    inputs = [read_parquet(ctx.run.work_part(ctx.stage, in_phase, partition, s)) for s in range(n_inputs)]
+    parts = fn(pa.concat_tables(inputs))
+    for p, table in sorted(parts.items()):
+        write_parquet(ctx.run.work_part(ctx.stage, phase, p, partition), table)
+    stats = {"rows": sum(t.num_rows for t in inputs), "seconds": round(time.perf_counter() - t0, 4)}
+    write_marker(ctx, f"{phase}-p{partition:05d}", stats)
+    return stats
+
+
+def apply_task(
+    ctx: TaskContext, shard: int, in_stage: str, side_phase: str, n_side: int,
+    fn: Callable[[pa.Table, pa.Table], MapResult],
+) -> dict:
+    """Last phase of a global stage: an input shard plus its routed side table -> output shard."""
+    t0 = time.perf_counter()
+    table = read_parquet(ctx.run.part(in_stage, shard))
+    side = pa.concat_tables(
+        [read_parquet(ctx.run.work_part(ctx.stage, side_phase, shard, p)) for p in range(n_side)]
+    )
+    result = fn(table, side)
+    stats = result_stats(
+        table.num_rows, _sum(table, schema.BYTES), _sum(table, schema.NUM_TOKENS),
+        lang_breakdown(table), result, time.perf_counter() - t0,
+    )
+    return finish_shard(ctx, shard, result, stats)
+
+
+def aggregate_stats(shard_stats: list[dict[str, Any]]) -> dict[str, Any]:
+    """Sum per-shard stats into a stage's ``_stats.json`` body."""
+    total: dict[str, Any] = {k: 0 for k in ("rows_in", "rows_out", "bytes_in", "bytes_out", "tokens_in", "tokens_out")}
+    total.update(dropped={}, dropped_bytes={}, dropped_by_lang={}, langs_in={}, langs_out={}, counters={})
+    seconds = 0.0
+    for s in shard_stats:
+        for k in ("rows_in", "rows_out", "bytes_in", "bytes_out", "tokens_in", "tokens_out"):
+            total[k] += s[k]
+        for k in ("dropped", "dropped_bytes", "counters"):
+            _add_counts(total[k], s[k])
+        for lang, reasons in s["dropped_by_lang"].items():
+            _add_counts(total["dropped_by_lang"].setdefault(lang, {}), reasons)
+        for k in ("langs_in", "langs_out"):
+            for lang, vals in s[k].items():
+                cur = total[k].setdefault(lang, [0, 0, 0])
+                total[k][lang] = [a + b for a, b in zip(cur, vals, strict=True)]
+        seconds += s["seconds"]
+    total["task_seconds"] = round(seconds, 3)
+    total["shards"] = len(shard_stats)
+    if total["rows_in"] != total["rows_out"] + sum(total["dropped"].values()):
+        raise InvariantError(f"stage totals break rows_in = rows_out + dropped: {total}")
+    return total
+
+
+def _add_counts(into: dict[str, int], more: dict[str, int]) -> None:
+    for k, v in more.items():
+        into[k] = into.get(k, 0) + v

