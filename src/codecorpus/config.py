@@ -275,6 +275,11 @@ def recipe_to_yaml(recipe: Recipe) -> str:
     return yaml.safe_dump(recipe.model_dump(mode="json"), sort_keys=False)
 
 
+def recipe_hash(recipe: Recipe) -> str:
+    """Identity of what a recipe produces: everything but where and how wide it runs."""
+    return config_hash(recipe.model_dump(mode="json", exclude={"out", "workers"}))
+
+
 def config_hash(*parts: Any) -> str:
     """sha256 over the canonical JSON of config models and strings (stage invalidation key)."""
     h = hashlib.sha256()

@@ -41,6 +41,8 @@ NUM_TOKENS = "num_tokens"
 
 UNKNOWN = "unknown"
 KINDS = ("code", "docs", "notebook", "data", "config")
+# values of LANG_METHOD: which rule of langid decided a row's language
+LANG_METHODS = ("filename", "extension", "content", "shebang", UNKNOWN)
 
 DOC_SCHEMA = pa.schema(
     [

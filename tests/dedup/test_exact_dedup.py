@@ -21,7 +21,7 @@ def _docs(texts: list[str], prefix: str) -> pa.Table:
 
 def _run(shards: list[pa.Table], buckets: int = 4):
     cfg = DedupConfig(buckets=buckets)
-    scattered = [exact.keys(t, cfg, s) for s, t in enumerate(shards)]
+    scattered = [exact.keys(t, s, cfg) for s, t in enumerate(shards)]
     routed = [exact.resolve(pa.concat_tables([sc[b] for sc in scattered]), len(shards)) for b in range(buckets)]
     return [exact.apply(t, pa.concat_tables([r[s] for r in routed]), cfg) for s, t in enumerate(shards)]
 

@@ -4,12 +4,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import MAIN_PY, write_repos
 
 from codecorpus import schema
 from codecorpus.config import IngestConfig, LocalSource, PythonEnvSource, RecipeError
 from codecorpus.ingest.plan import cut_into_shards, plan_shards
 from codecorpus.ingest.read import read_shard
+from conftest import MAIN_PY, write_repos
 
 
 def _ingest(root: Path, **cfg):

@@ -35,7 +35,7 @@ def bucket_of(hashes: pa.Array | pa.ChunkedArray, buckets: int) -> np.ndarray:
     return np.array([int(h, 16) % buckets for h in head], dtype=np.int64)
 
 
-def keys(table: pa.Table, cfg: DedupConfig, shard: int) -> dict[int, pa.Table]:
+def keys(table: pa.Table, shard: int, cfg: DedupConfig) -> dict[int, pa.Table]:
     """Phase 1: this shard's (hash, id) pairs, split by bucket."""
     keyed = pa.table(
         {

@@ -130,7 +130,7 @@ def _walk(root: Path, skip_dirs: set[str], exclude: set[str]) -> Iterator[Entry]
         try:
             with os.scandir(root / rel_dir) as it:
                 entries = sorted(it, key=lambda e: e.name)
-        except OSError as err:
+        except OSError:
             yield rel_dir or ".", None, "unreadable"
             continue
         for e in entries:

@@ -58,17 +58,29 @@ def _lang(
 
 LANGUAGES: tuple[Language, ...] = (
     # --- programming languages ---------------------------------------------------------
-    _lang("Python", "code", ".py .pyw .pyi .pyt .gyp .gypi .wsgi",
-          "SConstruct SConscript wscript BUCK .pythonrc",
-          "python python2 python3 pypy pypy3 python-dbg"),
+    _lang(
+        "Python",
+        "code",
+        ".py .pyw .pyi .pyt .gyp .gypi .wsgi",
+        "SConstruct SConscript wscript BUCK .pythonrc",
+        "python python2 python3 pypy pypy3 python-dbg",
+    ),
     _lang("Cython", "code", ".pyx .pxd .pxi"),
-    _lang("JavaScript", "code", ".js .mjs .cjs .jsx .jsm .es6",
-          "Jakefile", "node nodejs qjs rhino d8 v8 gjs"),
+    _lang(
+        "JavaScript",
+        "code",
+        ".js .mjs .cjs .jsx .jsm .es6",
+        "Jakefile",
+        "node nodejs qjs rhino d8 v8 gjs",
+    ),
     _lang("TypeScript", "code", ".ts .mts .cts", "", "deno ts-node tsx"),
     _lang("TSX", "code", ".tsx"),
     _lang("C", "code", ".c .h .cats .idc", "", "tcc"),
-    _lang("C++", "code",
-          ".cpp .cc .cxx .c++ .cp .cppm .ixx .hpp .hh .hxx .h++ .ipp .tpp .txx .inl .tcc .C .H"),
+    _lang(
+        "C++",
+        "code",
+        ".cpp .cc .cxx .c++ .cp .cppm .ixx .hpp .hh .hxx .h++ .ipp .tpp .txx .inl .tcc .C .H",
+    ),
     _lang("Objective-C", "code", ".m"),
     _lang("Objective-C++", "code", ".mm"),
     _lang("MATLAB", "code", ".matlab"),
@@ -92,12 +104,15 @@ LANGUAGES: tuple[Language, ...] = (
     _lang("Nim", "code", ".nim .nims .nimble", "", "nim"),
     _lang("D", "code", ".d .di", "", "rdmd"),
     _lang("Crystal", "code", ".cr", "", "crystal"),
-    _lang("Ruby", "code", ".rb .rbw .rake .gemspec .podspec .ru .builder .jbuilder .thor",
-          "Rakefile Gemfile Vagrantfile Guardfile Podfile Brewfile Capfile .irbrc .pryrc",
-          "ruby macruby rake jruby rbx"),
+    _lang(
+        "Ruby",
+        "code",
+        ".rb .rbw .rake .gemspec .podspec .ru .builder .jbuilder .thor",
+        "Rakefile Gemfile Vagrantfile Guardfile Podfile Brewfile Capfile .irbrc .pryrc",
+        "ruby macruby rake jruby rbx",
+    ),
     _lang("PHP", "code", ".php .phtml .php3 .php4 .php5 .phps .phpt", "", "php"),
-    _lang("Perl", "code", ".pl .pm .plx .psgi", "cpanfile",
-          "perl cperl"),
+    _lang("Perl", "code", ".pl .pm .plx .psgi", "cpanfile", "perl cperl"),
     _lang("Raku", "code", ".raku .rakumod .p6 .pm6", "", "raku perl6 rakudo"),
     _lang("Lua", "code", ".lua .luau .rockspec", "", "lua luajit"),
     _lang("R", "code", ".r .rprofile", ".Rprofile", "Rscript"),
@@ -132,11 +147,15 @@ LANGUAGES: tuple[Language, ...] = (
     _lang("Prolog", "code", ".prolog", "", "swipl"),
     _lang("Tcl", "code", ".tcl .tm .itk", "", "tclsh wish"),
     _lang("Awk", "code", ".awk .gawk .mawk .nawk", "", "awk gawk mawk nawk"),
-    _lang("Shell", "code", ".sh .bash .zsh .ksh .command .bats .tmux",
-          ".bashrc .bash_profile .bash_login .bash_logout .bash_aliases .bash_functions "
-          ".zshrc .zprofile .zshenv .zlogin .zlogout .profile .login .kshrc .cshrc "
-          "PKGBUILD APKBUILD gradlew configure",
-          "sh bash zsh ksh mksh dash ash"),
+    _lang(
+        "Shell",
+        "code",
+        ".sh .bash .zsh .ksh .command .bats .tmux",
+        ".bashrc .bash_profile .bash_login .bash_logout .bash_aliases .bash_functions "
+        ".zshrc .zprofile .zshenv .zlogin .zlogout .profile .login .kshrc .cshrc "
+        "PKGBUILD APKBUILD gradlew configure",
+        "sh bash zsh ksh mksh dash ash",
+    ),
     _lang("Tcsh", "code", ".tcsh .csh", "", "tcsh csh"),
     _lang("fish", "code", ".fish", "", "fish"),
     _lang("PowerShell", "code", ".ps1 .psm1 .psd1", "", "pwsh powershell"),
@@ -148,11 +167,19 @@ LANGUAGES: tuple[Language, ...] = (
     _lang("Thrift", "code", ".thrift"),
     _lang("Cap'n Proto", "code", ".capnp"),
     _lang("Nix", "code", ".nix"),
-    _lang("Starlark", "code", ".bzl .star",
-          "BUILD BUILD.bazel WORKSPACE WORKSPACE.bazel MODULE.bazel Tiltfile"),
-    _lang("Makefile", "code", ".mk .mak .make",
-          "Makefile makefile GNUmakefile Makefile.am Makefile.in Makefile.inc Kbuild",
-          "make"),
+    _lang(
+        "Starlark",
+        "code",
+        ".bzl .star",
+        "BUILD BUILD.bazel WORKSPACE WORKSPACE.bazel MODULE.bazel Tiltfile",
+    ),
+    _lang(
+        "Makefile",
+        "code",
+        ".mk .mak .make",
+        "Makefile makefile GNUmakefile Makefile.am Makefile.in Makefile.inc Kbuild",
+        "make",
+    ),
     _lang("CMake", "code", ".cmake .cmake.in", "CMakeLists.txt"),
     _lang("Meson", "code", "", "meson.build meson_options.txt meson.options"),
     _lang("Ninja", "code", ".ninja"),
@@ -177,8 +204,7 @@ LANGUAGES: tuple[Language, ...] = (
     _lang("Smarty", "code", ".tpl"),
     _lang("Pug", "code", ".pug .jade"),
     # --- prose ---------------------------------------------------------------------------
-    _lang("Markdown", "docs", ".md .markdown .mdown .mkd .mkdn .mdwn .ronn",
-          "contents.lr"),
+    _lang("Markdown", "docs", ".md .markdown .mdown .mkd .mkdn .mdwn .ronn", "contents.lr"),
     _lang("MDX", "docs", ".mdx"),
     _lang("reStructuredText", "docs", ".rst .rest .rst.txt .rest.txt"),
     _lang("AsciiDoc", "docs", ".adoc .asciidoc"),
@@ -189,45 +215,76 @@ LANGUAGES: tuple[Language, ...] = (
     _lang("Texinfo", "docs", ".texinfo .texi .txi"),
     _lang("Pod", "docs", ".pod"),
     _lang("Roff", "docs", ".roff .man .mdoc .1 .2 .3 .4 .5 .6 .7 .8 .9"),
-    _lang("Text", "docs", ".txt .text",
-          "README LICENSE LICENCE COPYING COPYRIGHT NOTICE AUTHORS CONTRIBUTORS INSTALL NEWS "
-          "CHANGES THANKS TODO HISTORY readme.1st read.me"),
+    _lang(
+        "Text",
+        "docs",
+        ".txt .text",
+        "README LICENSE LICENCE COPYING COPYRIGHT NOTICE AUTHORS CONTRIBUTORS INSTALL NEWS "
+        "CHANGES THANKS TODO HISTORY readme.1st read.me",
+    ),
     # --- notebooks -----------------------------------------------------------------------
     _lang("Jupyter Notebook", "notebook", ".ipynb"),
     # --- data ----------------------------------------------------------------------------
-    _lang("JSON", "data", ".json .geojson .jsonl .ndjson .topojson .har .webmanifest .avsc",
-          ".arcconfig .watchmanconfig composer.lock mcmod.info flake.lock Pipfile.lock"),
-    _lang("JSON with Comments", "config", ".jsonc .code-workspace .sublime-settings",
-          ".babelrc .eslintrc.json .jshintrc .jscsrc tsconfig.json jsconfig.json "
-          "devcontainer.json .devcontainer.json"),
+    _lang(
+        "JSON",
+        "data",
+        ".json .geojson .jsonl .ndjson .topojson .har .webmanifest .avsc",
+        ".arcconfig .watchmanconfig composer.lock mcmod.info flake.lock Pipfile.lock",
+    ),
+    _lang(
+        "JSON with Comments",
+        "config",
+        ".jsonc .code-workspace .sublime-settings",
+        ".babelrc .eslintrc.json .jshintrc .jscsrc tsconfig.json jsconfig.json "
+        "devcontainer.json .devcontainer.json",
+    ),
     _lang("JSON5", "config", ".json5"),
     _lang("CSV", "data", ".csv"),
     _lang("TSV", "data", ".tsv"),
     _lang("SVG", "data", ".svg"),
     _lang("Diff", "data", ".diff .patch"),
     # --- configuration -------------------------------------------------------------------
-    _lang("YAML", "config", ".yml .yaml .yaml-tmlanguage",
-          ".clang-format .clang-tidy .gemrc .clangd CITATION.cff glide.lock yarn.lock"),
+    _lang(
+        "YAML",
+        "config",
+        ".yml .yaml .yaml-tmlanguage",
+        ".clang-format .clang-tidy .gemrc .clangd CITATION.cff glide.lock yarn.lock",
+    ),
     _lang("TOML", "config", ".toml", "Cargo.lock Pipfile poetry.lock pdm.lock uv.lock Gopkg.lock"),
-    _lang("INI", "config", ".ini .cfg .cnf .prefs",
-          ".flake8 .pylintrc .coveragerc .buckconfig pylintrc buildozer.spec"),
+    _lang(
+        "INI",
+        "config",
+        ".ini .cfg .cnf .prefs",
+        ".flake8 .pylintrc .coveragerc .buckconfig pylintrc buildozer.spec",
+    ),
     _lang("Java Properties", "config", ".properties"),
-    _lang("XML", "config",
-          ".xml .xsd .xsl .xslt .csproj .vbproj .fsproj .vcxproj .props .targets .nuspec "
-          ".resx .wsdl .xaml .xib .storyboard .iml .rss .atom .pom .kml .gpx .ui .qrc",
-          ".classpath .project .cproject App.config Web.config packages.config"),
+    _lang(
+        "XML",
+        "config",
+        ".xml .xsd .xsl .xslt .csproj .vbproj .fsproj .vcxproj .props .targets .nuspec "
+        ".resx .wsdl .xaml .xib .storyboard .iml .rss .atom .pom .kml .gpx .ui .qrc",
+        ".classpath .project .cproject App.config Web.config packages.config",
+    ),
     _lang("XML Property List", "config", ".plist .entitlements"),
     _lang("HCL", "config", ".hcl .tf .tfvars .nomad .workflow"),
-    _lang("Ignore List", "config", ".gitignore .dockerignore .npmignore .eslintignore",
-          ".gitignore .dockerignore .npmignore .eslintignore .prettierignore .hgignore "
-          ".helmignore .vscodeignore .cvsignore .bzrignore"),
+    _lang(
+        "Ignore List",
+        "config",
+        ".gitignore .dockerignore .npmignore .eslintignore",
+        ".gitignore .dockerignore .npmignore .eslintignore .prettierignore .hgignore "
+        ".helmignore .vscodeignore .cvsignore .bzrignore",
+    ),
     _lang("Git Attributes", "config", "", ".gitattributes"),
     _lang("Git Config", "config", ".gitconfig", ".gitconfig .gitmodules"),
     _lang("EditorConfig", "config", ".editorconfig", ".editorconfig"),
     _lang("Dotenv", "config", ".env", ".env .env.example .env.local .env.sample .env.template"),
-    _lang("Pip Requirements", "config", "",
-          "requirements.txt requirements-dev.txt requirements-test.txt constraints.txt "
-          "dev-requirements.txt test-requirements.txt"),
+    _lang(
+        "Pip Requirements",
+        "config",
+        "",
+        "requirements.txt requirements-dev.txt requirements-test.txt constraints.txt "
+        "dev-requirements.txt test-requirements.txt",
+    ),
     _lang("Go Module", "config", "", "go.mod go.work"),
     _lang("Go Checksums", "data", "", "go.sum go.work.sum"),
     _lang("Nginx", "config", ".nginx .nginxconf .vhost", "nginx.conf"),
@@ -245,7 +302,9 @@ def _index(attribute: str, keep: Callable[[str], bool] = lambda key: True) -> di
             if not keep(key):
                 continue
             if key in table:
-                raise AssertionError(f"{attribute} {key!r} is listed for {table[key]} and {lang.name}")
+                raise AssertionError(
+                    f"{attribute} {key!r} is listed for {table[key]} and {lang.name}"
+                )
             table[key] = lang.name
     return table
 

@@ -413,7 +413,7 @@ def _compare(where: str, claimed: dict[str, Any], actual: dict[str, Any], source
     return [
         f"{where}.{k}: expected {actual[k]!r} (recounted from {source}), found {claimed.get(k)!r}"
         for k in actual
-        if False
+        if claimed.get(k) != actual[k]
     ]
 
 

@@ -16,11 +16,18 @@ from typing import Any
 import numpy as np
 
 from codecorpus import schema
-from codecorpus.config import OutputSet, Recipe, TokenizerConfig, config_hash
+from codecorpus.config import OutputSet, Recipe, TokenizerConfig, recipe_hash
 from codecorpus.manifests import manifest as mf
 from codecorpus.manifests import megatron
 from codecorpus.packing.pack import pack_documents
-from codecorpus.runtime.tasks import TaskContext, lang_breakdown, read_parquet, result_stats, write_marker
+from codecorpus.runtime.tasks import (
+    InvariantError,
+    TaskContext,
+    lang_breakdown,
+    read_parquet,
+    result_stats,
+    write_marker,
+)
 from codecorpus.stage import MapResult
 from codecorpus.tokenize.tokenizer import load_tokenizer
 
@@ -38,13 +45,15 @@ def pack_task(ctx: TaskContext, out: OutputSet, shard: int, in_stage: str, tok_c
         out.seq_len,
         dtype,
     )
-    prefix = ctx.run.set_shard_prefix(out.name, shard)
-    files = megatron.write_indexed_dataset(prefix, packed.tokens, packed.sequence_lengths, packed.document_indices)
-    files["seg"] = megatron.write_segments(prefix, packed.segments)
-    record = mf.record_shard(prefix, files, seq_len=out.seq_len)
     tokens_in = int(np.sum(table.column(schema.NUM_TOKENS).to_numpy())) if table.num_rows else 0
-    if record.tokens != tokens_in or record.documents != table.num_rows:
-        raise AssertionError(f"packing lost data in {prefix}: {record.tokens} of {tokens_in} tokens")
+    record = None
+    if table.num_rows:  # an empty shard gets no files (Megatron cannot mmap an empty .bin)
+        prefix = ctx.run.set_shard_prefix(out.name, shard)
+        files = megatron.write_indexed_dataset(prefix, packed.tokens, packed.sequence_lengths, packed.document_indices)
+        files["seg"] = megatron.write_segments(prefix, packed.segments)
+        record = mf.record_shard(prefix, files, seq_len=out.seq_len)
+        if record.tokens != tokens_in or record.documents != table.num_rows:
+            raise InvariantError(f"packing lost data in {prefix}: {record.tokens} of {tokens_in} tokens")
     langs = lang_breakdown(table)
     stats = result_stats(
         table.num_rows, int(sum(v[1] for v in langs.values())), tokens_in, langs, MapResult(table),
@@ -52,7 +61,7 @@ def pack_task(ctx: TaskContext, out: OutputSet, shard: int, in_stage: str, tok_c
     )
     licenses = Counter(table.column(schema.LICENSE).to_pylist())
     stats["set"] = {
-        "record": record.to_json(),
+        "record": record.to_json() if record else None,
         "truncated_documents": packed.truncated_documents,
         "documents_by_license": dict(licenses),
     }
@@ -64,7 +73,7 @@ def write_set_manifest(
     run: schema.RunPaths, out: OutputSet, shard_stats: list[dict[str, Any]], tok_cfg: TokenizerConfig,
     recipe: Recipe, stage_hash: str,
 ) -> Path:
-    records = [mf.ShardRecord(**s["set"]["record"]) for s in shard_stats]
+    records = [mf.ShardRecord(**s["set"]["record"]) for s in shard_stats if s["set"]["record"]]
     tokenizer = load_tokenizer(tok_cfg)
     manifest = mf.build_set_manifest(
         name=out.name,
@@ -78,7 +87,7 @@ def write_set_manifest(
             "truncated_documents": sum(s["set"]["truncated_documents"] for s in shard_stats),
             "padding_stored": False,
         },
-        recipe_hash=config_hash(recipe),
+        recipe_hash=recipe_hash(recipe),
         provenance=provenance(recipe, shard_stats),
     )
     path = run.set_manifest(out.name)

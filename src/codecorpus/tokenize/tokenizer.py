@@ -52,7 +52,9 @@ identifier that follows (``.append``, ``_name``), keeps newlines apart from
 indentation, and splits numbers into digits, which suits code better.
 """
 
-GPT2_PAT_STR = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
+GPT2_PAT_STR = (
+    r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
+)
 """tiktoken's ``r50k_pat_str``: GPT-2's original pattern, rewritten to run faster."""
 
 GPT2_EOS_ID = 50256
@@ -142,7 +144,9 @@ def _load_qwen25(cfg: TokenizerConfig) -> Tokenizer:
     digest = _sha256(path)
     ranks = tiktoken.load.load_tiktoken_bpe(str(path), expected_hash=digest)
     specials = {text: int(i) for i, text in qwen.SPECIAL_TOKENS}
-    enc = tiktoken.Encoding("qwen2.5", pat_str=qwen.PAT_STR, mergeable_ranks=ranks, special_tokens=specials)
+    enc = tiktoken.Encoding(
+        "qwen2.5", pat_str=qwen.PAT_STR, mergeable_ranks=ranks, special_tokens=specials
+    )
     return _tiktoken_tokenizer("qwen2.5", enc, specials, cfg.eos, {path: digest})
 
 
@@ -164,7 +168,9 @@ def _load_gpt2(cfg: TokenizerConfig) -> Tokenizer:
         encoder_json_hash=digests[encoder_json],
     )
     specials = {ENDOFTEXT: GPT2_EOS_ID}
-    enc = tiktoken.Encoding("gpt2", pat_str=GPT2_PAT_STR, mergeable_ranks=ranks, special_tokens=specials)
+    enc = tiktoken.Encoding(
+        "gpt2", pat_str=GPT2_PAT_STR, mergeable_ranks=ranks, special_tokens=specials
+    )
     return _tiktoken_tokenizer("gpt2", enc, specials, cfg.eos, digests)
 
 
@@ -218,9 +224,7 @@ def _load_hf_json(path: Path, cfg: TokenizerConfig) -> Tokenizer:
     try:
         hf = tokenizers.Tokenizer.from_file(str(path))
     except Exception as err:  # the library raises a bare Exception on a malformed file
-        raise RecipeError(
-            f"tokenizer.path {path} is not a valid HF tokenizer.json: {err}"
-        ) from err
+        raise RecipeError(f"tokenizer.path {path} is not a valid HF tokenizer.json: {err}") from err
     # Without this, added special tokens are cut out of the text before the model
     # runs, so a literal "<|endoftext|>" in a document would become the EOS id.
     hf.encode_special_tokens = True
