@@ -16,7 +16,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 manifest_app = typer.Typer(no_args_is_help=True, help="Verify or show a run, set or manifest.json.")
 app.add_typer(manifest_app, name="manifest")
 console = Console(stderr=True)
-out = Console()
+out = Console(width=None if sys.stdout.isatty() else 120)
 
 
 def _fail(message: str, code: int = 2) -> None:

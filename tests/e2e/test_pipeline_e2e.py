@@ -164,6 +164,45 @@ def test_cli_manifest_verify_show_and_inspect(finished_run):
     assert missing.exit_code != 0
 
 
+def test_cli_verify_fails_on_corruption(finished_run, tmp_path):
+    import shutil
+
+    run_dir, _ = finished_run
+    runner = CliRunner()
+
+    def corrupted(name: str, damage) -> int:
+        copy = tmp_path / name
+        shutil.copytree(run_dir / "shards", copy / "shards")
+        shutil.copy(run_dir / "manifest.json", copy / "manifest.json")
+        damage(copy / "shards" / "short")
+        return runner.invoke(app, ["manifest", "verify", str(copy)])
+
+    def flip(d: Path) -> None:
+        data = bytearray((d / "part-00000.bin").read_bytes())
+        data[3] ^= 0xFF
+        (d / "part-00000.bin").write_bytes(bytes(data))
+
+    def truncate(d: Path) -> None:
+        data = (d / "part-00000.bin").read_bytes()
+        (d / "part-00000.bin").write_bytes(data[:-2])
+
+    def remove(d: Path) -> None:
+        (d / "part-00000.idx").unlink()
+
+    def edit(d: Path) -> None:
+        m = json.loads((d / "manifest.json").read_text())
+        m["totals"]["documents"] += 1
+        (d / "manifest.json").write_text(json.dumps(m))
+
+    for name, damage, needle in [
+        ("flip", flip, "sha256"), ("trunc", truncate, "part-00000.bin"),
+        ("missing", remove, "part-00000.idx"), ("edit", edit, "documents"),
+    ]:
+        res = corrupted(name, damage)
+        assert res.exit_code == 1, (name, res.output)
+        assert needle in res.output, (name, res.output)
+
+
 def _outputs(run_dir: Path) -> dict[str, bytes]:
     """Every deterministic output: stage parts, drop logs, shards, manifests."""
     files = {}
