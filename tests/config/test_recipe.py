@@ -53,7 +53,7 @@ def test_overrides_and_relative_paths(tmp_path):
     assert r.stages.filters.max_line_len == 50
     assert r.seed == 7
     assert r.sources[0].path == str((tmp_path / "data").resolve())
-    with pytest.raises(RecipeError, match="KEY.PATH=VALUE"):
+    with pytest.raises(RecipeError, match=r"KEY\.PATH=VALUE"):
         load_recipe(tmp_path / "r.yaml", ["nonsense"])
 
 
