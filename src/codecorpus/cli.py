@@ -109,5 +109,75 @@ def inspect(
         _fail(str(err))
 
 
+# --- issue 6: tokenizer training and the datatrove export ------------------------------
+
+tokenizer_app = typer.Typer(no_args_is_help=True, help="Train the run's tokenizer on its own.")
+app.add_typer(tokenizer_app, name="tokenizer")
+
+
+@tokenizer_app.command("train")
+def tokenizer_train(
+    recipe: Annotated[Path, typer.Argument(help="recipe YAML whose tokenizer has train: settings")],
+    out_dir: Annotated[Path | None, typer.Option("--out", help="run directory (default: the recipe's out)")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="override: stage.key=value (repeatable)")] = None,
+    workers: Annotated[int | None, typer.Option(help="local Ray CPUs")] = None,
+    quiet: Annotated[bool, typer.Option(help="no progress bars")] = False,
+) -> None:
+    """Run the stages before tokenize, then train RUN/tokenizer/tokenizer.json on a deterministic sample."""
+    from codecorpus.runtime.executor import Executor, PipelineError, init_ray
+
+    try:
+        cfg = load_recipe(recipe, set_ or [])
+        if cfg.tokenizer is None or cfg.tokenizer.train is None or cfg.stages.tokenize is None:
+            _fail(f"{recipe}: tokenizer train needs stages.tokenize and a `tokenizer: {{train: ...}}` section")
+        enabled = cfg.stages.enabled()
+        upstream = enabled[enabled.index("tokenize") - 1]
+        init_ray(workers or cfg.workers, None)
+        executor = Executor(cfg, out_dir or Path(cfg.out), console=console, quiet=quiet)
+        executor.run_pipeline(until=upstream)
+        trained = executor.tokenizer_config()
+    except (RecipeError, PipelineError) as err:
+        _fail(str(err))
+    out.print(f"trained tokenizer: {trained.path}")
+
+
+@manifest_app.command("export-datatrove")
+def manifest_export_datatrove(
+    set_dir: Annotated[Path, typer.Argument(help="a set directory, e.g. RUN/shards/short-8k")],
+    dest: Annotated[Path, typer.Argument(help="folder for the .ds/.ds.index/.ds.loss files")],
+) -> None:
+    """Write the set in datatrove's tokenized-folder format, one seq_len+1 window per packed sequence."""
+    from codecorpus.manifests.datatrove import export_datatrove
+
+    try:
+        paths = export_datatrove(set_dir, dest)
+    except (FileNotFoundError, ValueError) as err:
+        _fail(str(err))
+    out.print(f"wrote {len(paths)} .ds file(s) to {dest}")
+
+
+# --- report (issue 7) ------------------------------------------------------------------
+
+
+@app.command()
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="a run directory, e.g. runs/quickstart")],
+    compare: Annotated[Path | None, typer.Option("--compare", help="another run: write report/compare.html")] = None,
+) -> None:
+    """Write RUN/report/: index.html (charts + tables, self-contained) and long-form Parquet/CSV tables."""
+    import time
+
+    from codecorpus.reports.build import write_report
+
+    for path in (run_dir, compare):
+        if path is not None and not (path / "recipe.yaml").is_file():
+            _fail(f"{path} is not a run directory (no recipe.yaml): pass the --out of a codecorpus run")
+    t0 = time.perf_counter()
+    pages = write_report(run_dir, compare)
+    for page in pages:
+        out.print(f"wrote {page}")
+    out.print(f"report took {time.perf_counter() - t0:.2f} s")
+
+
 def main() -> None:  # pragma: no cover - console entry point
     sys.exit(app())

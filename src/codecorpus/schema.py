@@ -41,8 +41,26 @@ NUM_TOKENS = "num_tokens"
 
 UNKNOWN = "unknown"
 KINDS = ("code", "docs", "notebook", "data", "config")
-# values of LANG_METHOD: which rule of langid decided a row's language
-LANG_METHODS = ("filename", "extension", "content", "shebang", UNKNOWN)
+# values of LANG_METHOD: which rule of langid decided a row's language (issue 3: Linguist's
+# strategy order via enry, then magika on content alone, then codecorpus's own table)
+LANG_METHODS = (
+    "modeline", "filename", "shebang", "extension", "content", "classifier", "magika", "table", UNKNOWN
+)
+
+# --- ingest provenance columns (issue 3) ----------------------------------------------
+# added by ingest after the DOC_SCHEMA columns; parse_error_frac is added by langid
+LICENSE_METHOD = "license_method"
+STARS = "stars"
+FORKS = "forks"
+LAST_COMMIT = "last_commit"
+PARSE_ERROR_FRAC = "parse_error_frac"
+# values of LICENSE_METHOD: where a row's SPDX id came from
+LICENSE_METHODS = (
+    "spdx_tag", "license_file", "readme", "package_metadata", "dataset_column", "recipe", UNKNOWN
+)
+EXPANDED_ROWS = "_expanded_rows"
+"""MapResult counter of ingest: entries a read task enumerated beyond its planned units
+(archive members, JSONL lines) so that rows_in = planned + expanded = rows_out + dropped."""
 
 DOC_SCHEMA = pa.schema(
     [
@@ -71,7 +89,47 @@ STAGE_COLUMNS: dict[str, pa.DataType] = {
     DUP_COUNT: pa.int32(),
     TOKENS: pa.large_list(pa.uint32()),
     NUM_TOKENS: pa.int64(),
+    # issue 3: ingest provenance and langid's parse quality (nullable: unknown = null)
+    LICENSE_METHOD: pa.string(),
+    STARS: pa.int64(),
+    FORKS: pa.int64(),
+    LAST_COMMIT: pa.timestamp("s", tz="UTC"),
+    PARSE_ERROR_FRAC: pa.float32(),
 }
+
+# --- filters score columns (issue 4) ----------------------------------------------------
+# one typed column per heuristic score; null where a rule does not apply to a row
+# (comment_frac of a language without comment syntax, html_* of non-HTML rows ...)
+ALPHA_FRAC = "alpha_frac"
+NUM_LINES = "num_lines"
+COMMENT_FRAC = "comment_frac"
+ENCODED_DATA_FRAC = "encoded_data_frac"
+MAX_ENCODED_RUN = "max_encoded_run"
+AUTOGEN_SCORE = "autogen_score"
+XML_TEXT_FRAC = "xml_text_frac"
+HTML_VISIBLE_FRAC = "html_visible_frac"
+HTML_VISIBLE_CHARS = "html_visible_chars"
+DECONTAM_OVERLAP = "decontam_overlap"
+DECONTAM_MATCH = "decontam_match"
+REDACTED = "redacted"
+STAGE_COLUMNS.update(
+    {
+        ALPHA_FRAC: pa.float32(),
+        NUM_LINES: pa.int32(),
+        COMMENT_FRAC: pa.float32(),
+        ENCODED_DATA_FRAC: pa.float32(),
+        MAX_ENCODED_RUN: pa.int32(),
+        AUTOGEN_SCORE: pa.float32(),
+        XML_TEXT_FRAC: pa.float32(),
+        HTML_VISIBLE_FRAC: pa.float32(),
+        HTML_VISIBLE_CHARS: pa.int32(),
+        DECONTAM_OVERLAP: pa.float32(),  # best benchmark overlap (0 when none)
+        DECONTAM_MATCH: pa.string(),  # "benchmark:problem:part" of that overlap, null when none
+        REDACTED: pa.int32(),  # PII/secret spans replaced in the row's text
+    }
+)
+DECONTAMINATED = "decontaminated"
+"""Drop reason of the filters stage's benchmark decontamination."""
 
 
 def document_id(source: str, repo: str, path: str, revision: str) -> str:
@@ -185,6 +243,30 @@ class RunPaths:
     def report_dir(self) -> Path:
         return self.root / "report"
 
+    # mixing and report (issue 7)
+    @property
+    def mixing_dir(self) -> Path:
+        return self.root / "mixing"
+
+    @property
+    def mix_plan(self) -> Path:
+        """Every mixed set's plan (JSON); ``mix_plan_table`` is the same as a long-form table."""
+        return self.mixing_dir / "plan.json"
+
+    def mix_plan_table(self, suffix: str) -> Path:
+        return self.mixing_dir / f"plan{suffix}"
+
+    @property
+    def report_index(self) -> Path:
+        return self.report_dir / "index.html"
+
+    @property
+    def report_compare(self) -> Path:
+        return self.report_dir / "compare.html"
+
+    def report_table(self, name: str, suffix: str) -> Path:
+        return self.report_dir / f"{name}{suffix}"
+
     @property
     def tokenizer_dir(self) -> Path:
         return self.root / "tokenizer"
@@ -249,6 +331,13 @@ SEGMENT_SCHEMA = pa.schema(
 )
 
 MANIFEST_NAME = "manifest.json"
+MEGATRON_SEQUENCES_FILE = "megatron-sequences.json"
+"""Per set: ``{prefix: [idx sequence count, document count]}``, Megatron's --per-dataset-sequences-path."""
+
+# Loss mask of an SFT set (issue 6 defines it, issue 8 writes it): ``<prefix>.mask.bin``
+# holds one uint8 per token, in ``.bin`` order (0 = no loss, 1 = loss), no header;
+# so its size in bytes equals the shard's token count.
+LOSS_MASK_DTYPE = "uint8"
 
 # files of one shard, by the key a set manifest lists them under
 SHARD_FILE_SUFFIXES = {
@@ -285,3 +374,87 @@ RUN_MANIFEST_KIND = "codecorpus.run"
 
 TOKENIZER_FILE = "tokenizer.json"
 """File name of a trained tokenizer inside ``RunPaths.tokenizer_dir`` (HF tokenizers JSON)."""
+
+# --- SFT / agent-trace rows (issue 8) --------------------------------------------------
+# One canonical row per conversation or agent trajectory, whatever its input style.
+# The DROP_SCHEMA columns (id, source, repo, path, lang, bytes) are present so drops
+# and stats work unchanged: ``path`` is "FILE:LINE" of the JSONL record, ``repo`` the
+# task's repository (SWE-agent) or "", and ``lang`` holds the input format, so the
+# per-language tables of the stats break a trace set down by format.
+
+TRACE_FORMAT = "format"
+TRACE_TASK_ID = "task_id"
+TRACE_OUTCOME = "outcome"
+TRACE_MESSAGES = "messages"
+TRACE_TOOLS = "tools"
+TRACE_METADATA = "metadata"
+TRACE_FORMATS = ("openai", "sharegpt", "swe-agent")
+TRACE_ROLES = ("system", "user", "assistant", "tool")
+# outcome of a trace: resolved / unresolved when the source says so, else unknown
+TRACE_OUTCOMES = ("resolved", "unresolved", UNKNOWN)
+
+TOOL_CALL_TYPE = pa.struct(
+    [
+        pa.field("id", pa.string()),
+        pa.field("name", pa.string()),
+        pa.field("arguments", pa.string()),
+    ]
+)
+MESSAGE_TYPE = pa.struct(
+    [
+        pa.field("role", pa.string()),
+        pa.field("content", pa.string()),
+        pa.field("reasoning", pa.string()),
+        pa.field("tool_calls", pa.list_(TOOL_CALL_TYPE)),
+        pa.field("tool_call_id", pa.string()),
+        pa.field("name", pa.string()),
+        pa.field("is_summary", pa.bool_()),
+    ]
+)
+MESSAGE_FIELDS = tuple(f.name for f in MESSAGE_TYPE)
+
+TRACE_SCHEMA = pa.schema(
+    [
+        pa.field(ID, pa.string(), nullable=False),
+        pa.field(SOURCE, pa.string(), nullable=False),
+        pa.field(REPO, pa.string(), nullable=False),
+        pa.field(PATH, pa.string(), nullable=False),
+        pa.field(LANG, pa.string(), nullable=False),
+        pa.field(BYTES, pa.int64(), nullable=False),
+        pa.field(TRACE_FORMAT, pa.string(), nullable=False),
+        pa.field(TRACE_TASK_ID, pa.string(), nullable=False),
+        pa.field(TRACE_OUTCOME, pa.string(), nullable=False),
+        pa.field(TRACE_MESSAGES, pa.list_(MESSAGE_TYPE), nullable=False),
+        pa.field(TRACE_TOOLS, pa.large_string(), nullable=True),
+        pa.field(TRACE_METADATA, pa.large_string(), nullable=False),
+        pa.field(CONTENT_HASH, pa.string(), nullable=False),
+    ]
+)
+"""``tools`` is the JSON tool-schema list (null when the trace gives none); ``metadata``
+a JSON object of everything else the source carried (e.g. a SWE-agent final patch);
+``content_hash`` the sha256 of the canonical messages and tools (exact dedup key)."""
+
+# columns added by the SFT stages
+REDACTIONS = "redactions"
+LOSS_MASK = "loss_mask"
+SEGMENT_LENGTHS = "segment_lengths"
+LOSS_TOKENS = "loss_tokens"
+NUM_SEGMENTS = "num_segments"
+SUMMARY_SOURCE = "summary_source"
+# where a split trace's continuation summaries came from (mixed: some its own, some extractive)
+SUMMARY_SOURCES = ("none", "trace", "extractive", "mixed")
+STAGE_COLUMNS.update(
+    {
+        REDACTIONS: pa.int32(),
+        LOSS_MASK: pa.large_list(pa.uint8()),
+        SEGMENT_LENGTHS: pa.list_(pa.int32()),
+        LOSS_TOKENS: pa.int64(),
+        NUM_SEGMENTS: pa.int32(),
+        SUMMARY_SOURCE: pa.string(),
+    }
+)
+
+# --- near-duplicate dedup columns (issue 5) --------------------------------------------
+DUP_CLUSTER = "dup_cluster"  # id of the cluster's keeper (a kept row's own id when it is unique)
+DUP_CLUSTER_SIZE = "dup_cluster_size"  # documents in the cluster (exact + near copies), 1 if unique
+STAGE_COLUMNS.update({DUP_CLUSTER: pa.string(), DUP_CLUSTER_SIZE: pa.int32()})

@@ -27,7 +27,9 @@ def test_local_repos_rows_and_drop_reasons(tmp_path):
     assert drops == {"skipped_dir": 1, "binary": 1, "undecodable": 1, "empty": 1}
     assert rows + sum(drops.values()) == len(refs)
     table = results[0].table
-    assert table.schema == schema.DOC_SCHEMA
+    assert table.select(schema.DOC_SCHEMA.names).schema == schema.DOC_SCHEMA
+    extra = {schema.LICENSE_METHOD, schema.STARS, schema.FORKS, schema.LAST_COMMIT}
+    assert set(table.column_names) - set(schema.DOC_SCHEMA.names) == extra
     by_path = {(r, p): t for r, p, t in zip(table["repo"].to_pylist(), table["path"].to_pylist(), table["text"].to_pylist(), strict=True)}
     assert by_path[("repo-a", "main.py")] == MAIN_PY
     assert ("repo-a", "src/util.js") in by_path

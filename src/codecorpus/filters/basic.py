@@ -1,4 +1,8 @@
-"""StarCoder's three basic code filters (bigcode-dataset), as scores plus thresholds.
+"""StarCoder's basic code scores (bigcode-dataset): line lengths and character shares.
+
+The thresholds and the order of the rules live in :mod:`codecorpus.filters.rules`;
+this module computes the scores, exactly and fast. ``alpha_frac`` (letters only)
+is computed in the same pass as ``alnum_frac``.
 
 Machine-generated and data-like files (minified JavaScript, embedded blobs, long
 tables) betray themselves by very long lines or by text that is mostly symbols.
@@ -30,13 +34,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from codecorpus import schema
-from codecorpus.config import FiltersConfig
 
 RULES = (schema.MAX_LINE_LEN, schema.MEAN_LINE_LEN, schema.ALNUM_FRAC)
-"""Rule names, in the order they are checked; each is also its score column and drop reason."""
+"""StarCoder's three rules, whose names are also their score columns and drop reasons."""
 
 
 @dataclass(frozen=True)
@@ -44,48 +46,49 @@ class Scores:
     max_line_len: np.ndarray  # int64, characters
     mean_line_len: np.ndarray  # float64, characters per line
     alnum_frac: np.ndarray  # float64 in [0, 1]
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """Per-row outcome: ``keep``, and for dropped rows the failing rule, its score and threshold."""
-
-    keep: np.ndarray  # bool
-    reason: np.ndarray  # str ("" where kept)
-    score: np.ndarray  # float64
-    threshold: np.ndarray  # float64
+    alpha_frac: np.ndarray  # float64 in [0, 1]: letters only (StarCoder's "alpha" filter)
 
 
 _NON_ASCII_RUN = re.compile(r"[^\x00-\x7f]+")
 _NON_ALNUM = re.compile(r"[\W_]+")  # \W is "not (isalnum() or '_')" for str patterns
+_NON_ALPHA = re.compile(r"[\W\d_]+")  # what is left is str.isalpha() (\d is Unicode Nd)
 
 
-def _ascii_alnum_mask(buf: np.ndarray) -> np.ndarray:
-    """True at bytes ``[0-9A-Za-z]``; bytes of multi-byte UTF-8 characters are all >= 0x80."""
+def _ascii_masks(buf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(letters, alphanumerics) at ASCII bytes; bytes of multi-byte UTF-8 characters are >= 0x80."""
     letter = ((buf | np.uint8(0x20)) - np.uint8(ord("a"))) < 26
     digit = (buf - np.uint8(ord("0"))) < 10
-    return letter | digit
+    return letter, letter | digit
 
 
-def _non_ascii_alnum_count(text: str) -> int:
-    """Alphanumerics among the non-ASCII characters of ``text`` (e.g. accented names)."""
+def _non_ascii_counts(text: str) -> tuple[int, int]:
+    """(letters, alphanumerics) among the non-ASCII characters of ``text`` (e.g. accented names).
+
+    Letters are ``[^\\W\\d_]`` in Python's ``re``: ``str.isalpha`` plus the rare numeric
+    characters that are not decimal digits (``½``, ``Ⅻ``, ``²``), which is close enough
+    for a share-of-letters score and costs one regex substitution.
+    """
     rest = "".join(_NON_ASCII_RUN.findall(text))
-    return len(_NON_ALNUM.sub("", rest))
+    return len(_NON_ALPHA.sub("", rest)), len(_NON_ALNUM.sub("", rest))
 
 
-def _chunk_scores(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _chunk_scores(arr: pa.Array) -> tuple[np.ndarray, ...]:
     n = len(arr)
     max_len = np.zeros(n, np.int64)
     mean_len = np.zeros(n, np.float64)
     alnum_frac = np.zeros(n, np.float64)
+    alpha_frac = np.zeros(n, np.float64)
     if n == 0:
-        return max_len, mean_len, alnum_frac
+        return max_len, mean_len, alnum_frac, alpha_frac
     _, offsets_buf, data_buf = arr.buffers()
     offsets = np.frombuffer(offsets_buf, np.int64)[arr.offset : arr.offset + n + 1]
     if data_buf is None or offsets[-1] == offsets[0]:
-        mask = np.zeros(0, bool)
+        letters = mask = np.zeros(0, bool)
     else:
-        mask = _ascii_alnum_mask(np.frombuffer(data_buf, np.uint8)[offsets[0] : offsets[-1]])
+        letters, mask = _ascii_masks(np.frombuffer(data_buf, np.uint8)[offsets[0] : offsets[-1]])
+    # prefix counts: one vectorised pass instead of a count per document
+    alnum_before = np.concatenate([[0], np.cumsum(mask, dtype=np.int64)])
+    alpha_before = np.concatenate([[0], np.cumsum(letters, dtype=np.int64)])
     bounds = (offsets - offsets[0]).tolist()
 
     for i, text in enumerate(arr.to_pylist()):
@@ -94,11 +97,15 @@ def _chunk_scores(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         lines = text.split("\n")
         max_len[i] = max(map(len, lines))
         mean_len[i] = (len(text) - (len(lines) - 1)) / len(lines)
-        alnum = int(np.count_nonzero(mask[bounds[i] : bounds[i + 1]]))
+        lo, hi = bounds[i], bounds[i + 1]
+        alnum = int(alnum_before[hi] - alnum_before[lo])
+        alpha = int(alpha_before[hi] - alpha_before[lo])
         if not text.isascii():
-            alnum += _non_ascii_alnum_count(text)
+            more_alpha, more_alnum = _non_ascii_counts(text)
+            alpha, alnum = alpha + more_alpha, alnum + more_alnum
         alnum_frac[i] = alnum / len(text)
-    return max_len, mean_len, alnum_frac
+        alpha_frac[i] = alpha / len(text)
+    return max_len, mean_len, alnum_frac, alpha_frac
 
 
 def line_scores(texts: pa.Array | pa.ChunkedArray) -> Scores:
@@ -112,29 +119,6 @@ def line_scores(texts: pa.Array | pa.ChunkedArray) -> Scores:
     parts = [_chunk_scores(chunk.cast(pa.large_string())) for chunk in chunks]
     if not parts:
         empty = np.zeros(0)
-        return Scores(empty.astype(np.int64), empty, empty)
-    max_len, mean_len, alnum_frac = (np.concatenate(cols) for cols in zip(*parts, strict=True))
-    return Scores(max_len, mean_len, alnum_frac)
-
-
-def judge(scores: Scores, langs: pa.Array | pa.ChunkedArray, cfg: FiltersConfig) -> Verdict:
-    """Which rows pass; for the others, the first failing rule with its score and threshold.
-
-    Thresholds are compared with the float64 scores, so a row exactly at a
-    threshold passes (the rules drop only strictly worse rows).
-    """
-    exempt = pc.is_in(langs, value_set=pa.array(cfg.exempt_langs, pa.string()))
-    checked = ~np.asarray(exempt.to_numpy(zero_copy_only=False), bool)
-    thresholds = (float(cfg.max_line_len), cfg.max_mean_line_len, cfg.min_alnum_frac)
-    values = (scores.max_line_len.astype(np.float64), scores.mean_line_len, scores.alnum_frac)
-    fails = [
-        checked & (values[0] > thresholds[0]),
-        checked & (values[1] > thresholds[1]),
-        values[2] < thresholds[2],
-    ]
-    return Verdict(
-        keep=~(fails[0] | fails[1] | fails[2]),
-        reason=np.select(fails, RULES, default=""),
-        score=np.select(fails, values, default=np.nan),
-        threshold=np.select(fails, [np.full(len(checked), t) for t in thresholds], default=np.nan),
-    )
+        return Scores(empty.astype(np.int64), empty, empty, empty)
+    max_len, mean_len, alnum_frac, alpha_frac = (np.concatenate(cols) for cols in zip(*parts, strict=True))
+    return Scores(max_len, mean_len, alnum_frac, alpha_frac)

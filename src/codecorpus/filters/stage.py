@@ -1,36 +1,152 @@
-"""The filters stage: score every row, keep those that pass, log the rest with a reason.
+"""The filters stage: score, drop, decontaminate, redact -- one map stage, in that order.
 
-Kept rows carry the typed score columns ``max_line_len``, ``mean_line_len`` and
-``alnum_frac`` so analysts can see how close they came; dropped rows go to the
-drop log with the failing rule as ``reason`` and its ``score`` and ``threshold``.
+1. *Annotate* every row with the typed score columns (``schema.STAGE_COLUMNS``):
+   StarCoder's line and character scores, ``num_lines``, ``comment_frac``, encoded
+   data, auto-generation markers, XML/HTML content. langid's ``parse_error_frac`` is
+   used as it is.
+2. *Filter* by the rules of :mod:`codecorpus.filters.rules`: the first failing rule is
+   the drop reason, with its score and threshold in the drop log.
+3. *Decontaminate* the rows still kept against the benchmark index: overlap at or
+   above the threshold drops the row with reason ``decontaminated``, the entry
+   (``benchmark:problem:part``) as detail, the overlap as score. Every scored row
+   carries ``decontam_overlap`` / ``decontam_match``.
+4. *Redact* PII and secrets in the kept rows (a transform): ``text``, ``bytes`` and
+   ``content_hash`` are updated, ``redacted`` counts the spans, and the stage stats'
+   ``counters`` hold ``redact.<kind>`` and ``redact.docs``.
+
+``mode: annotate`` runs 1 and 3's scoring and 4, and drops nothing, so an analyst
+can study the score distributions before choosing thresholds.
+
+Decontamination runs after the heuristics so that rows already dropped are not
+tokenised, and before redaction so that it sees the text as written.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+
+import numpy as np
 import pyarrow as pa
 
 from codecorpus import schema
 from codecorpus.config import FiltersConfig
-from codecorpus.filters.basic import judge, line_scores
+from codecorpus.filters import decontam, redact, rules, scores
+from codecorpus.filters.basic import line_scores
 from codecorpus.stage import MapResult, with_column
 
 STAGE = "filters"
 
 
-def run(table: pa.Table, cfg: FiltersConfig) -> MapResult:
-    """Annotate the three scores on every row, then drop the rows that fail a rule."""
-    scores = line_scores(table.column(schema.TEXT))
-    table = with_column(table, schema.MAX_LINE_LEN, pa.array(scores.max_line_len))
-    table = with_column(table, schema.MEAN_LINE_LEN, pa.array(scores.mean_line_len))
-    table = with_column(table, schema.ALNUM_FRAC, pa.array(scores.alnum_frac))
+def _nullable(values: np.ndarray, column: str) -> pa.Array:
+    """A typed column from float scores, NaN written as null (the rule does not apply)."""
+    typ = schema.STAGE_COLUMNS[column]
+    missing = np.isnan(values)
+    if pa.types.is_integer(typ):
+        values = np.where(missing, 0, np.rint(values))
+    return pa.array(values, mask=missing).cast(typ)
 
-    verdict = judge(scores, table.column(schema.LANG), cfg)
-    drop = ~verdict.keep
+
+def annotate(table: pa.Table) -> pa.Table:
+    """Every heuristic score as a typed column (the annotator half of the stage)."""
+    texts = table.column(schema.TEXT)
+    langs = table.column(schema.LANG)
+    basic = line_scores(texts)
+    frac, longest = scores.encoded_scores(texts)
+    visible_chars, visible_frac = scores.html_visible(texts, langs)
+    columns = {
+        schema.MAX_LINE_LEN: basic.max_line_len.astype(np.float64),
+        schema.MEAN_LINE_LEN: basic.mean_line_len,
+        schema.ALNUM_FRAC: basic.alnum_frac,
+        schema.ALPHA_FRAC: basic.alpha_frac,
+        schema.NUM_LINES: scores.num_lines(texts),
+        schema.COMMENT_FRAC: scores.comment_frac(texts, langs),
+        schema.ENCODED_DATA_FRAC: frac,
+        schema.MAX_ENCODED_RUN: longest,
+        schema.AUTOGEN_SCORE: scores.autogen_score(texts),
+        schema.XML_TEXT_FRAC: scores.xml_text_frac(texts, langs),
+        schema.HTML_VISIBLE_FRAC: visible_frac,
+        schema.HTML_VISIBLE_CHARS: visible_chars,
+    }
+    for name, values in columns.items():
+        table = with_column(table, name, _nullable(values, name))
+    return table
+
+
+def _decontaminate(
+    table: pa.Table, keep: np.ndarray, index: decontam.DecontamIndex | None
+) -> tuple[pa.Table, np.ndarray, np.ndarray, list[str | None]]:
+    """Score the kept rows against ``index``; returns the table and per-row hit mask/overlap/label."""
+    n = table.num_rows
+    overlap, labels = np.full(n, np.nan), [None] * n
+    if index is not None:
+        rows = np.flatnonzero(keep)
+        found = decontam.match(table.column(schema.TEXT).take(pa.array(rows)).to_pylist(), index)
+        overlap[rows] = found.overlap
+        for i, label in zip(rows.tolist(), found.label, strict=True):
+            labels[i] = label
+    table = with_column(table, schema.DECONTAM_OVERLAP, _nullable(overlap, schema.DECONTAM_OVERLAP))
+    table = with_column(table, schema.DECONTAM_MATCH, pa.array(labels, pa.string()))
+    threshold = index.threshold if index is not None else np.inf
+    hit = np.nan_to_num(overlap, nan=0.0) >= threshold
+    return table, hit, overlap, labels
+
+
+def _redact(table: pa.Table, cfg: FiltersConfig) -> tuple[pa.Table, Counter[str]]:
+    """Redact the (kept) rows' texts; updates text, bytes and content_hash of changed rows."""
+    counters: Counter[str] = Counter()
+    counts = np.zeros(table.num_rows, np.int32)
+    if cfg.redact is None or table.num_rows == 0:
+        return with_column(table, schema.REDACTED, pa.array(counts)), counters
+    texts = table.column(schema.TEXT).to_pylist()
+    ids = table.column(schema.ID).to_pylist()
+    nbytes = table.column(schema.BYTES).to_pylist()
+    hashes = table.column(schema.CONTENT_HASH).to_pylist()
+    changed = False
+    for i, (text, doc_id) in enumerate(zip(texts, ids, strict=True)):
+        new, kinds = redact.redact_text(text, cfg.redact, salt=doc_id)
+        if not kinds:
+            continue
+        changed = True
+        data = new.encode("utf-8", "surrogatepass")
+        texts[i], nbytes[i], hashes[i] = new, len(data), schema.content_hash(data)
+        counts[i] = sum(kinds.values())
+        counters.update({f"redact.{k}": v for k, v in kinds.items()})
+        counters["redact.docs"] += 1
+    if changed:
+        for name, values in ((schema.TEXT, texts), (schema.BYTES, nbytes), (schema.CONTENT_HASH, hashes)):
+            col = table.schema.get_field_index(name)
+            table = table.set_column(col, table.schema.field(col), pa.array(values, table.schema.field(col).type))
+    return with_column(table, schema.REDACTED, pa.array(counts)), counters
+
+
+def run(table: pa.Table, cfg: FiltersConfig, index: decontam.DecontamIndex | None = None) -> MapResult:
+    """Annotate, filter, decontaminate and redact one shard (see the module docstring).
+
+    ``index`` is the benchmark index the executor built once on the driver; when it
+    is None and ``cfg.decontam`` is set, it is built (and cached) in this process.
+    """
+    if index is None and cfg.decontam is not None:
+        index = decontam.cached_index(cfg.decontam)
+    table = annotate(table)
+    verdict = rules.judge(table, cfg)
+    enforce = cfg.mode == "filter"
+    keep = verdict.keep if enforce else np.ones(table.num_rows, bool)
+    table, hit, overlap, labels = _decontaminate(table, keep, index)
+    counters = decontam.benchmark_counts([lbl if h else None for lbl, h in zip(labels, hit, strict=True)])
+    reason, score, limit, detail = verdict.reason, verdict.score, verdict.threshold, verdict.detail
+    if enforce:
+        for i in np.flatnonzero(hit & keep).tolist():
+            reason[i], score[i], limit[i], detail[i] = schema.DECONTAMINATED, float(overlap[i]), index.threshold, labels[i]
+        keep = keep & ~hit
+    drop = np.flatnonzero(~keep).tolist()
     dropped = schema.drops_from_rows(
-        table.filter(pa.array(drop)),
+        table.take(pa.array(drop, pa.int64())),
         STAGE,
-        verdict.reason[drop].tolist(),
-        score=verdict.score[drop].tolist(),
-        threshold=verdict.threshold[drop].tolist(),
+        [reason[i] for i in drop],
+        detail=[detail[i] for i in drop],
+        score=[score[i] for i in drop],
+        threshold=[limit[i] for i in drop],
     )
-    return MapResult(table.filter(pa.array(verdict.keep)), dropped)
+    kept, redacted = _redact(table.filter(pa.array(keep)), cfg)
+    counters.update(redacted)
+    return MapResult(kept, dropped, counters)

@@ -10,28 +10,70 @@ and every shard obeys ``rows_in = rows_out + dropped``.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 import stat
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict
 from pathlib import Path
 
-from codecorpus.config import IngestConfig, LocalSource, PythonEnvSource, RecipeError
-from codecorpus.ingest import pyenv
-from codecorpus.ingest.refs import FileRef, Repository
+from codecorpus.config import (
+    ArchiveSource,
+    DocsSource,
+    GitSource,
+    IngestConfig,
+    LocalSource,
+    PythonEnvSource,
+    RecipeError,
+    RecordColumns,
+    RecordsSource,
+    S3Source,
+    Source,
+)
+from codecorpus.ingest import docs, exclusions, license, pyenv
+from codecorpus.ingest.refs import ArchiveRef, FileRef, Repository, Unit
+
+NON_INGEST_SOURCES = ("traces",)
+"""Source types another part of the pipeline reads itself (issue 8's SFT traces)."""
 
 
-def plan_shards(sources: Iterable[LocalSource | PythonEnvSource], cfg: IngestConfig) -> list[list[FileRef]]:
-    refs = [ref for src in sources for repo in repositories(src) for ref in list_files(repo, cfg)]
-    return cut_into_shards(refs, cfg.shard_bytes)
+def plan_shards(sources: Iterable[Source], cfg: IngestConfig) -> list[list[Unit]]:
+    units = [u for src in sources if src.type not in NON_INGEST_SOURCES for u in plan_source(src, cfg)]
+    return cut_into_shards(units, cfg.shard_bytes)
 
 
-def plan_fingerprint(shard: list[FileRef]) -> str:
-    """Hash of a shard's plan (paths and sizes): a changed input tree invalidates its marker."""
-    payload = json.dumps([asdict(r) for r in shard], sort_keys=True).encode()
+def plan_source(src: Source, cfg: IngestConfig) -> list[Unit]:
+    """Every unit of one source, in a deterministic order."""
+    if isinstance(src, GitSource):
+        from codecorpus.ingest import git
+
+        return list(git.plan(src, cfg))
+    if isinstance(src, ArchiveSource):
+        return _archive_units(src, cfg)
+    if isinstance(src, S3Source):
+        return _s3_units(src, cfg)
+    if isinstance(src, RecordsSource):
+        from codecorpus.ingest import records
+
+        return list(records.plan(src, cfg))
+    return [ref for repo in repositories(src) for ref in list_files(repo, cfg)]
+
+
+def plan_fingerprint(shard: list[Unit]) -> str:
+    """Hash of a shard's plan (paths and sizes): a changed input tree invalidates its marker.
+
+    S3 connection settings (and their secrets) are left out: where the bytes come
+    from is not what they are.
+    """
+    payload = json.dumps([_fingerprint_fields(r) for r in shard], sort_keys=True, default=str).encode()
     return hashlib.sha256(payload).hexdigest()
+
+
+def _fingerprint_fields(unit: Unit) -> dict:
+    fields = {f.name: getattr(unit, f.name) for f in dataclasses.fields(unit) if f.name != "s3"}
+    fields["_unit"] = type(unit).__name__
+    return fields
 
 
 def cut_into_shards(refs: list[FileRef], shard_bytes: int) -> list[list[FileRef]]:
@@ -58,13 +100,16 @@ def cut_into_shards(refs: list[FileRef], shard_bytes: int) -> list[list[FileRef]
 # --- repositories of each source type ----------------------------------------------
 
 
-def repositories(src: LocalSource | PythonEnvSource) -> list[Repository]:
-    if isinstance(src, LocalSource):
+def repositories(src: LocalSource | PythonEnvSource | DocsSource) -> list[Repository]:
+    if isinstance(src, LocalSource | DocsSource):
         return _local_repositories(src)
-    return pyenv.repositories(src)
+    return [
+        dataclasses.replace(r, license_method="package_metadata" if r.license != "unknown" else "unknown")
+        for r in pyenv.repositories(src)
+    ]
 
 
-def _local_repositories(src: LocalSource) -> list[Repository]:
+def _local_repositories(src: LocalSource | DocsSource) -> list[Repository]:
     root = Path(src.path)
     if not root.is_dir():
         raise RecipeError(f"sources[{src.name}].path: {root} is not a directory; point it at a repository or a folder of them")
@@ -74,9 +119,34 @@ def _local_repositories(src: LocalSource) -> list[Repository]:
         has_files = any(e.is_file() for e in os.scandir(root))
         layout = "repo" if has_git or has_files else "repos"
     if layout == "repo":
-        return [Repository(src.name, root.name, root, _git_head(root), src.license)]
-    subdirs = sorted(e.name for e in os.scandir(root) if e.is_dir(follow_symlinks=False))
-    return [Repository(src.name, d, root / d, _git_head(root / d), src.license) for d in subdirs]
+        dirs = [(root.name, root)]
+    else:
+        dirs = [(d, root / d) for d in sorted(e.name for e in os.scandir(root) if e.is_dir(follow_symlinks=False))]
+    kind = "docs" if isinstance(src, DocsSource) else "code"
+    recipe_license = src.license if src.license not in (None, "unknown") else None
+    repos = []
+    for name, path in dirs:
+        spdx, method = (recipe_license, "recipe") if recipe_license else _detect_license(path)
+        repos.append(Repository(src.name, name, path, _git_head(path), spdx, license_method=method,
+                                kind=kind, meta=src.metadata or ""))
+    return repos
+
+
+def _detect_license(root: Path) -> tuple[str, str]:
+    """License of a repository directory from its top-level LICENSE/COPYING/README files."""
+    texts = {}
+    try:
+        entries = sorted(os.scandir(root), key=lambda e: e.name)
+    except OSError:
+        return "unknown", "unknown"
+    for e in entries:
+        if license.is_candidate(e.name) and e.is_file(follow_symlinks=False):
+            try:
+                with open(e.path, "rb") as f:
+                    texts[e.name] = f.read(200_000).decode("utf-8", "replace")
+            except OSError:
+                continue
+    return license.detect(texts)
 
 
 def _git_head(repo: Path) -> str:
@@ -105,16 +175,23 @@ def _git_head(repo: Path) -> str:
 
 def list_files(repo: Repository, cfg: IngestConfig) -> list[FileRef]:
     skip_dirs = set(cfg.skip_dirs)
+    vendored = frozenset(cfg.vendored_dirs)
     if repo.files is not None:
         entries = _explicit(repo, skip_dirs)
     else:
-        entries = _walk(repo.root, skip_dirs, set(repo.exclude))
+        entries = _walk(repo.root, skip_dirs, set(repo.exclude), vendored)
     refs = []
     for rel, st, skip in entries:
         size = st.st_size if st is not None else 0
+        if skip is None:
+            skip = exclusions.path_exclusion(rel, vendored, cfg.exclude_generated)
+        if skip is None and repo.kind == "docs" and not docs.is_doc(rel):
+            skip = "not_docs"
         if skip is None and st is not None and size > cfg.max_file_bytes:
             skip = "too_large"
-        refs.append(FileRef(repo.source, repo.name, rel, str(repo.root / rel), size, repo.revision, repo.license, skip))
+        refs.append(FileRef(repo.source, repo.name, rel, str(repo.root / rel), size, repo.revision,
+                            repo.license, skip, kind=repo.kind, license_method=repo.license_method,
+                            meta=repo.meta))
     refs.sort(key=lambda r: r.path)
     return refs
 
@@ -122,7 +199,7 @@ def list_files(repo: Repository, cfg: IngestConfig) -> list[FileRef]:
 Entry = tuple[str, "os.stat_result | None", "str | None"]
 
 
-def _walk(root: Path, skip_dirs: set[str], exclude: set[str]) -> Iterator[Entry]:
+def _walk(root: Path, skip_dirs: set[str], exclude: set[str], vendored: frozenset[str] = frozenset()) -> Iterator[Entry]:
     """Every entry under ``root`` without following symlinks; skipped dirs become one entry each."""
     stack = [""]
     while stack:
@@ -138,10 +215,12 @@ def _walk(root: Path, skip_dirs: set[str], exclude: set[str]) -> Iterator[Entry]
             if rel in exclude:
                 yield rel, None, "skipped_dir"
             else:
-                yield from _classify(e, rel, skip_dirs, stack)
+                yield from _classify(e, rel, skip_dirs, stack, vendored)
 
 
-def _classify(e: os.DirEntry, rel: str, skip_dirs: set[str], stack: list[str]) -> Iterator[Entry]:
+def _classify(
+    e: os.DirEntry, rel: str, skip_dirs: set[str], stack: list[str], vendored: frozenset[str]
+) -> Iterator[Entry]:
     try:
         st = e.stat(follow_symlinks=False)
     except OSError:
@@ -152,6 +231,8 @@ def _classify(e: os.DirEntry, rel: str, skip_dirs: set[str], stack: list[str]) -
     elif stat.S_ISDIR(st.st_mode):
         if e.name in skip_dirs:
             yield rel, None, "skipped_dir"
+        elif e.name in vendored:
+            yield rel, None, "vendored"
         else:
             stack.append(rel)
     elif stat.S_ISREG(st.st_mode):
@@ -182,3 +263,76 @@ def _explicit(repo: Repository, skip_dirs: set[str]) -> Iterator[Entry]:
             yield rel, st, "not_regular_file"
         else:
             yield rel, st, None
+
+
+# --- archives and S3 ----------------------------------------------------------------
+
+
+def _archive_units(src: ArchiveSource, cfg: IngestConfig) -> list[Unit]:
+    from codecorpus.ingest import archive, s3
+
+    conn = s3.conn_from(src.s3) if src.path.startswith("s3://") else None
+    if conn is not None:
+        bucket, _ = s3.split_url(src.path)
+        found = [(f"s3://{bucket}/{k}", n) for k, n in s3.list_objects(src.path, conn)]
+    else:
+        root = Path(src.path)
+        if root.is_file():
+            found = [(str(root), root.stat().st_size)]
+        elif root.is_dir():
+            found = [(str(p), p.stat().st_size) for p in sorted(root.rglob("*")) if p.is_file()]
+        else:
+            raise RecipeError(f"sources[{src.name}].path: {root} does not exist; name an archive or a folder of them")
+    found = [(loc, n) for loc, n in found if archive.is_archive(loc)]
+    if not found:
+        raise RecipeError(f"sources[{src.name}].path: no .tar/.tar.gz/.tar.zst/.zip archives at {src.path}")
+    return [_archive_ref(src.name, loc, n, src.layout, src.strip_components, src.license,
+                         src.metadata or "", cfg, conn) for loc, n in found]
+
+
+def _archive_ref(source: str, loc: str, size: int, layout: str, strip: int, spdx: str | None,
+                 meta: str, cfg: IngestConfig, conn) -> ArchiveRef:
+    from codecorpus.ingest import archive
+
+    return ArchiveRef(source, loc, size, archive.stem(loc), layout, strip, "", spdx, meta,
+                      cfg.max_file_bytes, cfg.max_archive_bytes, conn)
+
+
+def _s3_units(src: S3Source, cfg: IngestConfig) -> list[Unit]:
+    """Objects under the prefix: archives and datasets by suffix, the rest are repository files."""
+    from codecorpus.ingest import archive, records, s3
+
+    conn = s3.conn_from(src.s3)
+    bucket, prefix = s3.split_url(src.url)
+    prefix = prefix.rstrip("/")
+    vendored = frozenset(cfg.vendored_dirs)
+    units: list[Unit] = []
+    for key, size in s3.list_objects(src.url, conn):
+        loc = f"s3://{bucket}/{key}"
+        rel = key[len(prefix):].lstrip("/") if prefix else key
+        if archive.is_archive(key):
+            units.append(_archive_ref(src.name, loc, size, "repo", 0, src.license, src.metadata or "", cfg, conn))
+        elif records.fmt_of(key) is not None and (src.columns or records.fmt_of(key) == "parquet"):
+            units.extend(records.plan(
+                RecordsSource(type=records.fmt_of(key), name=src.name, path=loc,
+                              columns=RecordColumns(**src.columns), license=src.license or "unknown",
+                              s3=src.s3, metadata=src.metadata),
+                cfg,
+            ))
+        else:
+            units.append(_s3_file(src, rel, key, size, bucket, conn, vendored, cfg))
+    return units
+
+
+def _s3_file(src: S3Source, rel: str, key: str, size: int, bucket: str, conn, vendored, cfg) -> FileRef:
+    parts = rel.split("/")
+    if src.layout == "repos" and len(parts) > 1:
+        repo, path = parts[0], "/".join(parts[1:])
+    else:
+        repo, path = src.url.rstrip("/").rsplit("/", 1)[-1], rel
+    skip = exclusions.path_exclusion(path, vendored, cfg.exclude_generated)
+    if skip is None and size > cfg.max_file_bytes:
+        skip = "too_large"
+    spdx = src.license or "unknown"
+    return FileRef(src.name, repo, path, "", size, "", spdx, skip, store="s3", container=bucket, key=key,
+                   license_method="recipe" if src.license else "unknown", meta=src.metadata or "", s3=conn)

@@ -1,82 +1,214 @@
-"""Reading a planned shard: file entries -> document rows, or drop rows with a reason.
+"""Reading a planned shard: units -> document rows, or drop rows with a reason.
 
-Bad input is data: a file that vanished, cannot be read, is binary, empty or not
-UTF-8 becomes a drop row, never an exception.
+Bad input is data: a file that vanished, cannot be read, is binary, empty,
+generated, or not text in any confidently detected encoding becomes a drop row,
+never an exception. Each unit type has its reader: local files here, git blobs
+(one ``git cat-file --batch`` per repository and shard), S3 objects, archives
+(member by member) and dataset slices (record by record). They all feed one
+:class:`Collector`, which owns decoding, exclusions, notebook and HTML
+conversion, and the row layout.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
+from dataclasses import dataclass, field
+
 import pyarrow as pa
 
 from codecorpus import schema
-from codecorpus.ingest.refs import FileRef
+from codecorpus.config import IngestConfig
+from codecorpus.ingest import docs, exclusions, notebook, repometa
+from codecorpus.ingest.refs import ArchiveRef, FileRef, RecordRef, Unit
 from codecorpus.stage import MapResult
 
 STAGE = "ingest"
-BINARY_SNIFF_BYTES = 8192
+BINARY_SNIFF_BYTES = exclusions.BINARY_SNIFF_BYTES
 
 
-def read_shard(refs: list[FileRef]) -> MapResult:
-    docs: dict[str, list] = {f.name: [] for f in schema.DOC_SCHEMA}
-    dropped: list[tuple[FileRef, str, str | None]] = []
-    for ref in refs:
-        text, reason, detail = _read_text(ref)
-        if reason is not None:
-            dropped.append((ref, reason, detail))
-            continue
+@dataclass(frozen=True)
+class Origin:
+    """Provenance of one document (what its id and provenance columns are made of)."""
+
+    source: str
+    repo: str
+    path: str
+    revision: str
+    license: str = "unknown"
+    license_method: str = "unknown"
+    kind: str = "code"
+    meta: str = ""
+
+
+@dataclass
+class Collector:
+    """Accumulates document rows and drop rows of one shard, in read order."""
+
+    min_encoding_evidence: int = 4
+    exclude_generated: bool = True
+    vendored_dirs: frozenset[str] = frozenset()
+    skip_dirs: frozenset[str] = frozenset()
+    docs: dict[str, list] = field(default_factory=lambda: defaultdict(list))
+    drops: list[tuple[Origin, int, str, str | None]] = field(default_factory=list)
+    expanded: int = 0
+
+    def drop(self, origin: Origin, size: int, reason: str, detail: str | None = None) -> None:
+        self.drops.append((origin, size, reason, detail))
+
+    def add_bytes(self, origin: Origin, data: bytes) -> None:
+        """Decode, exclude, convert and append one document (or its drop row)."""
+        if not data:
+            return self.drop(origin, 0, "empty")
+        text, encoding, detail = exclusions.decode(data, self.min_encoding_evidence)
+        if text is None:
+            return self.drop(origin, len(data), "binary" if encoding == "binary" else "undecodable", detail)
+        self.add_text(origin, text, encoding, len(data))
+        return None
+
+    def add_text(self, origin: Origin, text: str, encoding: str, size: int) -> None:
+        excluded = exclusions.content_exclusion(text, self.exclude_generated)
+        if excluded is not None:
+            return self.drop(origin, size, *excluded)
+        kind = origin.kind
+        lower = origin.path.lower()
+        if lower.endswith(".ipynb"):
+            try:
+                text, _ = notebook.to_script(text)
+            except notebook.NotebookError as err:
+                return self.drop(origin, size, "bad_notebook", str(err))
+            kind = "notebook"
+        elif kind == "docs" and docs.is_html(lower):
+            text = docs.html_to_text(text)
+        if not text.strip():
+            return self.drop(origin, size, "empty", "whitespace only")
         data = text.encode("utf-8", "surrogatepass")
         row = {
-            schema.ID: schema.document_id(ref.source, ref.repo, ref.path, ref.revision),
-            schema.SOURCE: ref.source,
-            schema.REPO: ref.repo,
-            schema.PATH: ref.path,
-            schema.REVISION: ref.revision,
-            schema.LICENSE: ref.license,
+            schema.ID: schema.document_id(origin.source, origin.repo, origin.path, origin.revision),
+            schema.SOURCE: origin.source,
+            schema.REPO: origin.repo,
+            schema.PATH: origin.path,
+            schema.REVISION: origin.revision,
+            schema.LICENSE: origin.license,
             schema.LANG: schema.UNKNOWN,
-            schema.KIND: "code",
+            schema.KIND: kind,
             schema.TEXT: text,
             schema.BYTES: len(data),
             schema.CONTENT_HASH: schema.content_hash(data),
-            schema.ENCODING: "utf-8",
+            schema.ENCODING: encoding,
+            schema.LICENSE_METHOD: origin.license_method,
+            "_meta": origin.meta,
         }
         for k, v in row.items():
-            docs[k].append(v)
-    return MapResult(pa.table(docs, schema=schema.DOC_SCHEMA), _drop_table(dropped))
+            self.docs[k].append(v)
+        return None
+
+    def set_license(self, source: str, repo: str, spdx: str, method: str) -> None:
+        """Late license decision for a repository read inside the task (archives)."""
+        for i, (s, r) in enumerate(zip(self.docs[schema.SOURCE], self.docs[schema.REPO], strict=True)):
+            if s == source and r == repo:
+                self.docs[schema.LICENSE][i] = spdx
+                self.docs[schema.LICENSE_METHOD][i] = method
+
+    def result(self) -> MapResult:
+        cols = {f.name: self.docs.get(f.name, []) for f in schema.DOC_SCHEMA}
+        table = pa.table(cols, schema=schema.DOC_SCHEMA)
+        table = table.append_column(
+            pa.field(schema.LICENSE_METHOD, schema.STAGE_COLUMNS[schema.LICENSE_METHOD]),
+            pa.array(self.docs.get(schema.LICENSE_METHOD, []), pa.string()),
+        )
+        meta = repometa.columns(self.docs.get(schema.REPO, []), self.docs.get("_meta", []))
+        for name, arr in meta.items():
+            table = table.append_column(pa.field(name, arr.type), arr)
+        result = MapResult(table, _drop_table(self.drops))
+        if self.expanded:
+            result.counters[schema.EXPANDED_ROWS] = self.expanded
+        return result
 
 
-def _read_text(ref: FileRef) -> tuple[str, str | None, str | None]:
-    """(text, drop reason, detail). Reads the file once; nothing is executed or followed."""
+def read_shard(refs: list[Unit], cfg: IngestConfig | None = None) -> MapResult:
+    """Read every unit of a shard, in plan order."""
+    cfg = cfg or IngestConfig()
+    out = Collector(
+        cfg.min_encoding_evidence, cfg.exclude_generated, frozenset(cfg.vendored_dirs), frozenset(cfg.skip_dirs)
+    )
+    git_blobs = _prefetch_git([r for r in refs if isinstance(r, FileRef) and r.store == "git" and r.skip is None])
+    for ref in refs:
+        if isinstance(ref, ArchiveRef):
+            from codecorpus.ingest import archive
+
+            archive.read_archive(ref, out)
+        elif isinstance(ref, RecordRef):
+            from codecorpus.ingest import records
+
+            records.read_records(ref, out)
+        else:
+            _read_file(ref, out, git_blobs)
+    return out.result()
+
+
+def origin_of(ref: FileRef) -> Origin:
+    return Origin(ref.source, ref.repo, ref.path, ref.revision, ref.license, ref.license_method, ref.kind, ref.meta)
+
+
+def _read_file(ref: FileRef, out: Collector, git_blobs: dict[tuple[str, str], bytes | str]) -> None:
+    origin = origin_of(ref)
     if ref.skip is not None:
-        return "", ref.skip, None
+        return out.drop(origin, ref.size, ref.skip, ref.detail)
+    if ref.store == "git":
+        blob = git_blobs.get((ref.container, ref.key), "missing")
+        if isinstance(blob, str):
+            return out.drop(origin, ref.size, blob)
+        return out.add_bytes(origin, blob)
+    if ref.store == "s3":
+        from codecorpus.ingest import s3
+
+        data, reason, detail = s3.read_object(ref)
+    else:
+        data, reason, detail = _read_local(ref)
+    if reason is not None:
+        return out.drop(origin, ref.size, reason, detail)
+    return out.add_bytes(origin, data)
+
+
+def _read_local(ref: FileRef) -> tuple[bytes, str | None, str | None]:
+    """(bytes, drop reason, detail). Reads the file once; nothing is executed or followed."""
     try:
         with open(ref.abspath, "rb") as f:
             data = f.read(ref.size + 1)
     except FileNotFoundError:
-        return "", "missing", None
+        return b"", "missing", None
     except OSError as err:
-        return "", "unreadable", err.strerror
-    if not data:
-        return "", "empty", None
-    if b"\x00" in data[:BINARY_SNIFF_BYTES]:
-        return "", "binary", "NUL byte in the first 8 KiB"
-    try:
-        return data.decode("utf-8"), None, None
-    except UnicodeDecodeError as err:
-        return "", "undecodable", f"not UTF-8 at byte {err.start}"
+        return b"", "unreadable", err.strerror
+    return data, None, None
 
 
-def _drop_table(dropped: list[tuple[FileRef, str, str | None]]) -> pa.Table:
+def _prefetch_git(refs: list[FileRef]) -> dict[tuple[str, str], bytes | str]:
+    if not refs:
+        return {}
+    from codecorpus.ingest import git
+
+    by_repo: dict[str, list[str]] = defaultdict(list)
+    for r in refs:
+        by_repo[r.container].append(r.key)
+    blobs: dict[tuple[str, str], bytes | str] = {}
+    for gitdir, shas in sorted(by_repo.items()):
+        for sha, data in git.cat_blobs(gitdir, shas).items():
+            blobs[(gitdir, sha)] = data
+    return blobs
+
+
+def _drop_table(dropped: list[tuple[Origin, int, str, str | None]]) -> pa.Table:
     if not dropped:
         return schema.empty_drops()
     rows = pa.table(
         {
-            schema.ID: [schema.document_id(r.source, r.repo, r.path, r.revision) for r, _, _ in dropped],
-            schema.BYTES: pa.array([r.size for r, _, _ in dropped], pa.int64()),
-            schema.SOURCE: [r.source for r, _, _ in dropped],
-            schema.REPO: [r.repo for r, _, _ in dropped],
-            schema.PATH: [r.path for r, _, _ in dropped],
+            schema.ID: [schema.document_id(o.source, o.repo, o.path, o.revision) for o, _, _, _ in dropped],
+            schema.BYTES: pa.array([size for _, size, _, _ in dropped], pa.int64()),
+            schema.SOURCE: [o.source for o, _, _, _ in dropped],
+            schema.REPO: [o.repo for o, _, _, _ in dropped],
+            schema.PATH: [o.path for o, _, _, _ in dropped],
         }
     )
     return schema.drops_from_rows(
-        rows, STAGE, [reason for _, reason, _ in dropped], detail=[d for _, _, d in dropped]
+        rows, STAGE, [reason for _, _, reason, _ in dropped], detail=[d for _, _, _, d in dropped]
     )

@@ -270,8 +270,11 @@ def build_set_manifest(
     packing: dict[str, Any],
     recipe_hash: str,
     provenance: dict[str, Any],
+    extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The manifest dict of one set; shards are listed in prefix order whatever order they came in.
+
+    ``extra`` adds set-kind sections (e.g. ``long_context``); it cannot replace a standard key.
 
     ``packing`` must name ``algorithm`` and ``truncated_documents``; its
     ``sequences``, ``segments`` and ``padding_tokens`` are filled in from the
@@ -306,7 +309,33 @@ def build_set_manifest(
         "tokens_by_lang": _sum_by([s.tokens_by_lang for s in shards]),
         "tokens_by_source": _sum_by([s.tokens_by_source for s in shards]),
         "provenance": provenance,
-        "megatron": {"data_path": megatron_data_path([(s.prefix, s.tokens) for s in shards])},
+        "megatron": megatron_section([(s.prefix, s.tokens, s.segments, s.sequences) for s in shards]),
+        **_checked_extra(extra),
+    }
+
+
+def _checked_extra(extra: dict[str, Any] | None) -> dict[str, Any]:
+    clash = sorted(set(extra or {}) & set(_SET_KEYS))
+    if clash:
+        raise ValueError(f"extra manifest sections {clash} would replace standard keys")
+    return dict(extra or {})
+
+
+def megatron_section(shards: list[tuple[str, int, int, int]]) -> dict[str, Any]:
+    """Megatron launch data from (prefix, tokens, segments, packed sequences) of each shard.
+
+    ``sequences_per_dataset`` is what Megatron-Core's ``--per-dataset-sequences-path``
+    JSON holds: per prefix, the idx sequence count and document count
+    (``len(document_indices)``), which lets it skip reading every ``.idx`` header.
+    The same mapping is written to ``schema.MEGATRON_SEQUENCES_FILE`` beside the manifest.
+
+    >>> megatron_section([("part-00000", 10, 3, 2)])["sequences_per_dataset"]
+    {'part-00000': [3, 3]}
+    """
+    return {
+        "data_path": megatron_data_path([(p, t) for p, t, _, _ in shards]),
+        "sequences_per_dataset": {p: [seg, seqs + 1] for p, t, seg, seqs in shards if t},
+        "sequences_file": schema.MEGATRON_SEQUENCES_FILE,
     }
 
 
@@ -315,7 +344,14 @@ def manifest_bytes(manifest: dict[str, Any]) -> bytes:
 
 
 def write_manifest(path: Path | str, manifest: dict[str, Any]) -> None:
-    """Write a manifest atomically; call it after every file it lists is in place."""
+    """Write a manifest atomically; call it after every file it lists is in place.
+
+    A set manifest's Megatron sequences JSON is written just before it.
+    """
+    if manifest.get("kind") == schema.SET_MANIFEST_KIND and "megatron" in manifest:
+        sequences = manifest["megatron"].get("sequences_per_dataset", {})
+        body = json.dumps(sequences, sort_keys=True, indent=2) + "\n"
+        atomic_write_bytes(Path(path).parent / schema.MEGATRON_SEQUENCES_FILE, body.encode())
     atomic_write_bytes(path, manifest_bytes(manifest))
 
 
@@ -435,13 +471,27 @@ def _shard_problems(set_dir: Path, m: dict[str, Any], i: int) -> tuple[dict[str,
     actual = asdict(counts)
     if "mask" not in s["files"]:
         actual["loss_tokens"] = counts.tokens
-    elif s["loss_tokens"] > counts.tokens:
-        problems.append(
-            f"{schema.MANIFEST_NAME} shards[{i}].loss_tokens: {s['loss_tokens']} exceeds the {counts.tokens} tokens"
-        )
+    else:
+        loss, mask_problems = _mask_count(set_dir / s["prefix"], counts.tokens)
+        problems += mask_problems
+        if loss is not None:
+            actual["loss_tokens"] = loss
     where = f"{schema.MANIFEST_NAME} shards[{i}] ({s['prefix']})"
     problems += _compare(where, s, actual, f"{s['prefix']}.*")
     return {**{k: s[k] for k in _SHARD_KEYS[2:]}, **actual}, problems
+
+
+def _mask_count(prefix: Path, tokens: int) -> tuple[int | None, list[str]]:
+    """Loss tokens recounted from ``.mask.bin`` (one uint8 per token, 0 or 1)."""
+    from codecorpus.manifests.megatron import open_loss_mask
+
+    name = shard_file(prefix, "mask").name
+    mask = open_loss_mask(prefix)
+    if len(mask) != tokens:
+        return None, [f"{name}: {len(mask)} mask bytes, expected one per token ({tokens})"]
+    if len(mask) and int(mask.max()) > 1:
+        return None, [f"{name}: mask values must be 0 or 1, found {int(mask.max())}"]
+    return int(mask.sum(dtype=np.int64)), []
 
 
 def _set_level_problems(m: dict[str, Any], per_shard: list[dict[str, Any]]) -> list[str]:
@@ -450,9 +500,10 @@ def _set_level_problems(m: dict[str, Any], per_shard: list[dict[str, Any]]) -> l
     sums = {
         "tokens_by_lang": _sum_by([c["tokens_by_lang"] for c in per_shard]),
         "tokens_by_source": _sum_by([c["tokens_by_source"] for c in per_shard]),
-        "megatron": {"data_path": megatron_data_path(
-            [(s["prefix"], c["tokens"]) for s, c in zip(m["shards"], per_shard, strict=True)]
-        )},
+        "megatron": megatron_section([
+            (s["prefix"], c["tokens"], c["segments"], c["sequences"])
+            for s, c in zip(m["shards"], per_shard, strict=True)
+        ]),
     }  # fmt: skip
     packing = {k: totals[k] for k in ("sequences", "segments", "padding_tokens")}
     problems = _compare(f"{schema.MANIFEST_NAME} totals", m["totals"], totals, src)
@@ -481,7 +532,57 @@ def verify_set(manifest_path: Path | str) -> list[str]:
         counts, found = _shard_problems(manifest_path.parent, m, i)
         per_shard.append(counts)
         problems += found
-    return problems + _set_level_problems(m, per_shard)
+    problems += _set_level_problems(m, per_shard)
+    problems += _sequences_file_problems(manifest_path.parent, m)
+    if "long_context" in m:
+        problems += long_context_problems(manifest_path.parent, m)
+    return problems
+
+
+def _sequences_file_problems(set_dir: Path, m: dict[str, Any]) -> list[str]:
+    name = m["megatron"].get("sequences_file")
+    if name is None:
+        return [f"{schema.MANIFEST_NAME} megatron.sequences_file is missing"]
+    found, error = _load(set_dir / name)
+    if found is None:
+        return [error or f"{name}: unreadable"]
+    expected = m["megatron"].get("sequences_per_dataset")
+    return [] if found == expected else [f"{name}: expected {expected} (manifest), found {found}"]
+
+
+def recount_long_context(set_dir: Path, m: dict[str, Any]) -> dict[str, Any]:
+    """Single-repository sequence counts and the sequence length histogram, from the shard files.
+
+    A segment's repository is its ``doc_id`` without the ``#k`` of an upsampled copy.
+    """
+    single = single_tokens = 0
+    hist: Counter[str] = Counter()
+    for s in m["shards"]:
+        index = read_index(shard_file(set_dir / s["prefix"], "idx"))
+        repos = [d.split("#")[0] for d in read_segments(set_dir / s["prefix"])[schema.SEG_DOC_ID].to_pylist()]
+        packed = index.packed_lengths
+        for j in range(len(packed)):
+            lo, hi = int(index.document_indices[j]), int(index.document_indices[j + 1])
+            hist[f"<=2^{max(0, int(np.ceil(np.log2(max(int(packed[j]), 1)))))}"] += 1
+            if len(set(repos[lo:hi])) == 1:
+                single += 1
+                single_tokens += int(packed[j])
+    return {
+        "sequences": int(sum(hist.values())),
+        "single_repo_sequences": single,
+        "single_repo_tokens": single_tokens,
+        "sequence_tokens_histogram": dict(hist),
+    }
+
+
+def long_context_problems(set_dir: Path, m: dict[str, Any]) -> list[str]:
+    try:
+        actual = recount_long_context(set_dir, m)
+    except (OSError, ValueError, KeyError, pa.ArrowInvalid) as e:
+        return [f"{schema.MANIFEST_NAME} long_context: cannot recount from the shards: {e}"]
+    claimed = dict(m["long_context"])
+    claimed["sequence_tokens_histogram"] = dict(claimed.get("sequence_tokens_histogram", {}))
+    return _compare(f"{schema.MANIFEST_NAME} long_context", claimed, actual, "the shard files")
 
 
 def verify_run(run_manifest_path: Path | str) -> list[str]:

@@ -274,3 +274,28 @@ def read_segments(prefix: Path | str) -> pa.Table:
     if not table.schema.equals(schema.SEGMENT_SCHEMA):
         raise ShardFormatError(path, f"schema is {table.schema}, expected {schema.SEGMENT_SCHEMA}")
     return table
+
+
+# --- loss mask (SFT sets; format defined here, written by the SFT pack step) -----------
+
+
+def write_loss_mask(prefix: Path | str, mask: np.ndarray) -> FileInfo:
+    """Write ``prefix.mask.bin``: one uint8 per token in ``.bin`` order (1 = loss), no header.
+
+    Same length as the token array, so a loader slices it with the ``.idx``
+    pointers divided by the token size. Values other than 0/1 are an error.
+    """
+    mask = np.ascontiguousarray(mask, dtype=schema.LOSS_MASK_DTYPE)
+    if mask.ndim != 1:
+        raise ValueError(f"loss mask must be 1-D, got shape {mask.shape}")
+    if mask.size and int(mask.max()) > 1:
+        raise ValueError("loss mask values must be 0 or 1")
+    return _write(shard_file(prefix, "mask"), memoryview(mask).cast("B"))
+
+
+def open_loss_mask(prefix: Path | str) -> np.ndarray:
+    """The loss mask of a shard as a read-only memory map (empty array for an empty file)."""
+    path = shard_file(prefix, "mask")
+    if path.stat().st_size == 0:
+        return np.zeros(0, schema.LOSS_MASK_DTYPE)
+    return np.memmap(path, dtype=schema.LOSS_MASK_DTYPE, mode="r")

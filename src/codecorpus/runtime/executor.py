@@ -27,16 +27,23 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from codecorpus import schema
 from codecorpus.config import STAGE_ORDER, Recipe, RecipeError, config_hash, recipe_to_yaml
-from codecorpus.dedup import exact
+from codecorpus.dedup import near
+from codecorpus.filters import decontam
 from codecorpus.filters import stage as filters_stage
 from codecorpus.ingest import plan as ingest_plan
 from codecorpus.ingest import read as ingest_read
 from codecorpus.langid import stage as langid_stage
-from codecorpus.runtime import packtask, tasks
-from codecorpus.runtime.io import atomic_write_bytes
+from codecorpus.runtime import longtask, mixtask, packtask, sfttask, tasks
+from codecorpus.runtime.faults import checkpoint
+from codecorpus.runtime.io import OutputWriteError, atomic_write_bytes, remove_stale_temps
 from codecorpus.runtime.tasks import TaskContext
+from codecorpus.sft import dedup as sft_dedup
+from codecorpus.sft import examples as sft_examples
+from codecorpus.sft import select as sft_select
+from codecorpus.sft import validate as sft_validate
 from codecorpus.tokenize import stage as tokenize_stage
 from codecorpus.tokenize import training
+from codecorpus.tokenize.tokenizer import with_set_tokens
 
 DEFAULT_OBJECT_STORE_BYTES = 512 * 1024**2
 TASK_RETRIES = 2
@@ -87,8 +94,12 @@ def init_ray(workers: int | None, address: str | None, object_store_bytes: int =
 
 
 @ray.remote(max_retries=TASK_RETRIES, retry_exceptions=True)
-def _remote(fn: Callable[..., Any], *args: Any) -> Any:
-    return fn(*args)
+def _remote(point: str, fn: Callable[..., Any], *args: Any) -> Any:
+    checkpoint(f"task:{point}")
+    result = fn(*args)
+    if isinstance(result, dict):  # which node ran it: for the stats, never for outputs
+        result = {**result, "node": ray.get_runtime_context().get_node_id()}
+    return result
 
 
 class Executor:
@@ -108,8 +119,11 @@ class Executor:
         t0 = time.perf_counter()
         # the ingest plan (a stat walk, no reads) is part of every stage's identity:
         # a changed input tree redoes ingest and, through the hash chain, all after it
-        self._shards = ingest_plan.plan_shards(self.recipe.sources, self.recipe.stages.ingest)
-        plan_hash = config_hash([ingest_plan.plan_fingerprint(s) for s in self._shards])
+        if self.recipe.stages.sft_ingest is not None:  # issue 8: trace files, not repositories
+            self._shards, plan_hash = sfttask.plan(self.recipe)
+        else:
+            self._shards = ingest_plan.plan_shards(self.recipe.sources, self.recipe.stages.ingest)
+            plan_hash = config_hash([ingest_plan.plan_fingerprint(s) for s in self._shards])
         self._hashes = stage_hashes(self.recipe, plan_hash)
         self.run.root.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(self.run.recipe, recipe_to_yaml(self.recipe).encode())
@@ -120,6 +134,7 @@ class Executor:
             "dedup": self.dedup,
             "tokenize": self.tokenize,
             "pack": self.pack,
+            **self._sft_steps(),
         }
         for name in selected:
             self._require_upstream(name)
@@ -129,6 +144,7 @@ class Executor:
             stats = json.loads(self.run.stats(name).read_text())
             result.stages.append(StageOutcome(name, stats, time.perf_counter() - s0, skipped, ran))
         result.seconds = time.perf_counter() - t0
+        self._write_report()  # issue 7: RUN/report/ after every run
         return result
 
     def ingest(self) -> tuple[int, int]:
@@ -136,7 +152,7 @@ class Executor:
         ctx = self._ctx("ingest")
         jobs = [
             (schema.shard_name(i), tasks.ingest_task, ctx, i,
-             functools.partial(ingest_read.read_shard, refs), sum(r.size for r in refs if r.skip is None), len(refs))
+             functools.partial(ingest_read.read_shard, refs, self.recipe.stages.ingest), sum(r.size for r in refs if r.skip is None), len(refs))
             for i, refs in enumerate(shards)
         ]
         return self._finish_shard_stage("ingest", jobs)
@@ -145,25 +161,44 @@ class Executor:
         return self._map_stage("langid", functools.partial(langid_stage.run, cfg=self.recipe.stages.langid))
 
     def filters(self) -> tuple[int, int]:
-        return self._map_stage("filters", functools.partial(filters_stage.run, cfg=self.recipe.stages.filters))
+        """Heuristics, decontamination and redaction (issue 4): the benchmark n-gram index is
+        built once here, on the driver, and shipped to every task inside the stage function."""
+        cfg = self.recipe.stages.filters
+        index = decontam.build_index(cfg.decontam) if cfg.decontam is not None else None
+        return self._map_stage("filters", functools.partial(filters_stage.run, cfg=cfg, index=index))
 
     def dedup(self) -> tuple[int, int]:
+        """Exact + near-dup phases (issue 5, dedup/near.py): sig -> pairs -> clusters -> members -> keep -> apply."""
         cfg = self.recipe.stages.dedup
         ctx, upstream = self._ctx("dedup"), self._upstream("dedup")
-        n = self._shard_count(upstream)
-        self._run_phase("dedup: keys", [
-            (f"keys-{schema.shard_name(i)}", tasks.scatter_task, ctx, "keys", i, upstream,
-             functools.partial(exact.keys, cfg=cfg))
+        n, b = self._shard_count(upstream), cfg.buckets
+        up_ctx = self._ctx(upstream)
+        shard_rows = [tasks.read_marker(up_ctx, schema.shard_name(i))["stats"]["rows_out"] for i in range(n)]
+        self._run_phase("dedup: signatures", [
+            (f"sig-{schema.shard_name(i)}", tasks.scatter_task, ctx, "sig", i, upstream,
+             functools.partial(near.candidates, cfg=cfg, seed=self.recipe.seed))
             for i in range(n)
         ], ctx)
-        self._run_phase("dedup: resolve", [
-            (f"resolve-p{b:05d}", tasks.reduce_task, ctx, "resolve", "keys", b, n,
-             functools.partial(exact.resolve, n_shards=n))
-            for b in range(cfg.buckets)
+        self._run_phase("dedup: pairs", [
+            (f"pairs-p{p:05d}", tasks.reduce_task, ctx, "pairs", "sig", p, n, functools.partial(near.pairs, cfg=cfg))
+            for p in range(b)
+        ], ctx)
+        self._run_phase("dedup: clusters", [
+            ("clusters-p00000", tasks.stream_reduce_task, ctx, "clusters", "pairs", 0, b,
+             functools.partial(near.components, shard_rows=shard_rows))
+        ], ctx)
+        self._run_phase("dedup: members", [
+            (f"members-{schema.shard_name(i)}", tasks.scatter_side_task, ctx, "members", i, upstream, "clusters", 1,
+             functools.partial(near.members, cfg=cfg))
+            for i in range(n)
+        ], ctx)
+        self._run_phase("dedup: keep", [
+            (f"keep-p{p:05d}", tasks.reduce_task, ctx, "keep", "members", p, n,
+             functools.partial(near.keep, cfg=cfg, n_shards=n))
+            for p in range(b)
         ], ctx)
         jobs = [
-            (schema.shard_name(i), tasks.apply_task, ctx, i, upstream, "resolve", cfg.buckets,
-             functools.partial(exact.apply, cfg=cfg))
+            (schema.shard_name(i), tasks.apply_task, ctx, i, upstream, "keep", b, functools.partial(near.apply, cfg=cfg))
             for i in range(n)
         ]
         return self._finish_shard_stage("dedup", jobs, label="dedup: apply")
@@ -177,28 +212,155 @@ class Executor:
         ctx, upstream = self._ctx("pack"), self._upstream("pack")
         n = self._shard_count(upstream)
         tok_cfg = self.tokenizer_config()
+        self._plan_mixes(ctx, upstream, n)  # issue 7: RUN/mixing/plan.json, read by pack_task
         ran = skipped = 0
         set_stats = []
+        seed, append_eos = self.recipe.seed, self.recipe.stages.tokenize.append_eos
         for out in self.recipe.outputs:
+            if out.kind == "long":  # issue 6: a global phase over repositories
+                r, s, results = self._pack_long(ctx, out, upstream, n, tok_cfg)
+                ran, skipped = ran + r, skipped + s
+                set_stats.append(results)
+                continue
             jobs = [
-                (f"{out.name}-{schema.shard_name(i)}", packtask.pack_task, ctx, out, i, upstream, tok_cfg)
+                (f"{out.name}-{schema.shard_name(i)}", packtask.pack_task, ctx, out, i, upstream, tok_cfg,
+                 seed, append_eos)
                 for i in range(n)
             ]
             r, s, results = self._run_jobs(f"pack: {out.name}", jobs, ctx)
             ran, skipped = ran + r, skipped + s
-            set_stats.extend(results)
+            set_stats.append(results)
             packtask.write_set_manifest(self.run, out, results, tok_cfg, self.recipe, self._hashes["pack"])
         packtask.write_run_manifest(self.run, self.recipe)
         # a document is counted once per stage: the first set's view is the stage's rows
-        per_set = len(self.recipe.outputs)
-        self._write_stats("pack", tasks.aggregate_stats(set_stats[: len(set_stats) // per_set]))
+        self._write_stats("pack", tasks.aggregate_stats(set_stats[0]))
+        return ran, skipped
+
+    def _pack_long(self, ctx: TaskContext, out, upstream: str, n: int, tok_cfg) -> tuple[int, int, list[dict]]:
+        """Long-context set (issue 6): scatter files by repository -> assemble and pack each bucket."""
+        buckets = out.long.buckets
+        phase = longtask.scatter_phase(out)
+        self._run_phase(f"pack: {out.name} scatter", [
+            (f"{phase}-{schema.shard_name(i)}", tasks.scatter_task, ctx, phase, i, upstream,
+             functools.partial(longtask.scatter_repositories, buckets=buckets))
+            for i in range(n)
+        ], ctx)
+        jobs = [
+            (f"{out.name}-{schema.shard_name(b)}", longtask.assemble_task, ctx, out, b, n, tok_cfg,
+             self.recipe.seed, self.recipe.stages.tokenize.append_eos)
+            for b in range(buckets)
+        ]
+        r, s, results = self._run_jobs(f"pack: {out.name}", jobs, ctx)
+        longtask.write_long_set_manifest(self.run, out, results, tok_cfg, self.recipe)
+        return r, s, results
+
+    # --- mixing and report (issue 7) -----------------------------------------------
+
+    def _plan_mixes(self, ctx: TaskContext, upstream: str, n: int) -> None:
+        """Scan the tokenized shards of every mixed set, then plan them (``runtime/mixtask``)."""
+        mixed = mixtask.mixed_sets(self.recipe.outputs)
+        for out in mixed:
+            self._run_phase(f"pack: mix {out.name}", [
+                (f"{mixtask.scan_phase(out.name)}-{schema.shard_name(i)}", mixtask.scan_task, ctx, out,
+                 self.recipe.seed, i, upstream)
+                for i in range(n)
+            ], ctx)
+        upstream_stats = json.loads(self.run.stats(upstream).read_text())
+        plans = mixtask.plan_sets(ctx, mixed, self.recipe.seed, n, upstream_stats)
+        mixtask.write_plans(self.run, plans)
+        for plan in plans:
+            if not self.quiet:
+                self.console.print(mixtask.format_plan(plan), highlight=False, markup=False)
+            for warning in plan.warnings:
+                self.console.print(f"[yellow]mix warning:[/] {warning}", highlight=False)
+
+    def _write_report(self) -> None:
+        """The audit report of what exists in the run; a failure here never loses the run."""
+        from codecorpus.reports import build
+
+        t0 = time.perf_counter()
+        try:
+            build.write_report(self.run.root)
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            self.console.print(
+                f"[red]report failed:[/] {type(err).__name__}: {err}; the run itself is complete: "
+                f"rerun `codecorpus report {self.run.root}` once fixed", highlight=False,
+            )
+            return
+        if not self.quiet:
+            self.console.print(f"report: {self.run.report_index} ({time.perf_counter() - t0:.1f} s)")
+
+    # --- SFT / agent traces (issue 8) -------------------------------------------------
+
+    def _sft_steps(self) -> dict[str, Callable[[], tuple[int, int]]]:
+        return {
+            "sft_ingest": self.sft_ingest,
+            "sft_validate": self.sft_validate,
+            "sft_select": self.sft_select,
+            "sft_dedup": self.sft_dedup,
+            "sft_render": self.sft_render,
+            "sft_pack": self.sft_pack,
+        }
+
+    def sft_ingest(self) -> tuple[int, int]:
+        ctx, cfg = self._ctx("sft_ingest"), self.recipe.stages.sft_ingest
+        jobs = [(schema.shard_name(i), sfttask.ingest_task, ctx, i, files, cfg) for i, files in enumerate(self._shards)]
+        return self._finish_shard_stage("sft_ingest", jobs)
+
+    def sft_validate(self) -> tuple[int, int]:
+        return self._map_stage("sft_validate", functools.partial(sft_validate.run, cfg=self.recipe.stages.sft_validate))
+
+    def sft_select(self) -> tuple[int, int]:
+        return self._map_stage("sft_select", functools.partial(sft_select.run, cfg=self.recipe.stages.sft_select))
+
+    def sft_dedup(self) -> tuple[int, int]:
+        """bands (per shard) -> edges (per bucket) -> clusters (one task) -> apply (per shard)."""
+        cfg = self.recipe.stages.sft_dedup
+        ctx, upstream = self._ctx("sft_dedup"), self._upstream("sft_dedup")
+        n = self._shard_count(upstream)
+        self._run_phase("sft_dedup: bands", [
+            (f"bands-{schema.shard_name(i)}", tasks.scatter_task, ctx, "bands", i, upstream,
+             functools.partial(sft_dedup.bands, cfg=cfg, seed=self.recipe.seed))
+            for i in range(n)
+        ], ctx)
+        self._run_phase("sft_dedup: edges", [
+            (f"edges-p{b:05d}", tasks.reduce_task, ctx, "edges", "bands", b, n, functools.partial(sft_dedup.edges, cfg=cfg))
+            for b in range(cfg.buckets)
+        ], ctx)
+        self._run_phase("sft_dedup: clusters", [
+            ("clusters-p00000", tasks.reduce_task, ctx, "clusters", "edges", 0, cfg.buckets,
+             functools.partial(sft_dedup.clusters, n_shards=n))
+        ], ctx)
+        jobs = [
+            (schema.shard_name(i), tasks.apply_task, ctx, i, upstream, "clusters", 1, sft_dedup.apply)
+            for i in range(n)
+        ]
+        return self._finish_shard_stage("sft_dedup", jobs, label="sft_dedup: apply")
+
+    def sft_render(self) -> tuple[int, int]:
+        fn = functools.partial(
+            sft_examples.run, cfg=self.recipe.stages.sft_render, tokenizer_cfg=self.recipe.tokenizer,
+            max_tokens=sfttask.sft_output(self.recipe).seq_len,
+        )
+        return self._map_stage("sft_render", fn)
+
+    def sft_pack(self) -> tuple[int, int]:
+        ctx, upstream = self._ctx("sft_pack"), self._upstream("sft_pack")
+        out = sfttask.sft_output(self.recipe)
+        jobs = [
+            (f"{out.name}-{schema.shard_name(i)}", sfttask.pack_task, ctx, out, i, upstream, self.recipe.tokenizer)
+            for i in range(self._shard_count(upstream))
+        ]
+        ran, skipped, results = self._run_jobs(f"sft_pack: {out.name}", jobs, ctx)
+        sfttask.write_set_manifest(self.run, self.recipe, results)
+        self._write_stats("sft_pack", tasks.aggregate_stats(results))
         return ran, skipped
 
     # --- tokenizer ----------------------------------------------------------------
 
     def tokenizer_config(self):
         """The recipe's tokenizer; a ``train:`` tokenizer is trained once into RUN/tokenizer/."""
-        cfg = self.recipe.tokenizer
+        cfg = with_set_tokens(self.recipe.tokenizer, self.recipe.outputs)  # issue 6: FIM / marker tokens
         if cfg.train is None:
             return cfg
         path = self.run.tokenizer_dir / "tokenizer.json"
@@ -206,7 +368,7 @@ class Executor:
         key = config_hash(self._hashes[self._upstream("tokenize")], cfg)
         if not (path.exists() and meta.exists() and meta.read_text() == key):
             parts = [self.run.part(self._upstream("tokenize"), i) for i in range(self._shard_count(self._upstream("tokenize")))]
-            ray.get(_remote.remote(training.train_from_parts, parts, cfg.train, self.run.tokenizer_dir))
+            ray.get(_remote.remote("tokenizer:train", training.train_from_parts, parts, cfg.train, self.run.tokenizer_dir))
             atomic_write_bytes(meta, key.encode())
         return cfg.model_copy(update={"train": None, "path": str(path)})
 
@@ -226,7 +388,7 @@ class Executor:
         return int(json.loads(self.run.stats(stage).read_text())["shards"])
 
     def _require_upstream(self, stage: str) -> None:
-        if stage == "ingest":
+        if stage in ("ingest", "sft_ingest"):
             return
         up = self._upstream(stage)
         meta = self._read_stage_meta(up)
@@ -240,11 +402,14 @@ class Executor:
         """Remove a stage's outputs made under another recipe (and its sets, for pack)."""
         if self._read_stage_meta(stage).get("hash") != self._hashes[stage]:
             self._reset_stage(stage)
+        remove_stale_temps(self.run.stage_dir(stage))
+        if stage == "pack":
+            remove_stale_temps(self.run.root / "shards")
         self._write_stage_meta(stage)
 
     def _reset_stage(self, stage: str) -> None:
         shutil.rmtree(self.run.stage_dir(stage), ignore_errors=True)
-        if stage == "pack":
+        if stage in ("pack", "sft_pack"):
             shutil.rmtree(self.run.root / "shards", ignore_errors=True)
             self.run.manifest.unlink(missing_ok=True)
 
@@ -290,7 +455,8 @@ class Executor:
             if marker is not None:
                 results[i] = marker["stats"]
             else:
-                pending[_remote.options(name=f"{ctx.stage}:{name}").remote(fn, *args)] = i
+                point = f"{ctx.stage}:{name}"
+                pending[_remote.options(name=point).remote(point, fn, *args)] = i
         skipped = len(jobs) - len(pending)
         with self._progress() as progress:
             bar = progress.add_task(label, total=len(jobs), completed=skipped)
@@ -303,6 +469,7 @@ class Executor:
                     for ref in pending:
                         ray.cancel(ref)
                     raise PipelineError(_task_failure(ctx.stage, jobs[i], err)) from None
+                checkpoint(f"after:{ctx.stage}:{jobs[i][0]}")
                 progress.advance(bar)
         return len(jobs) - skipped, skipped, [r for r in results if r is not None]
 
@@ -314,17 +481,29 @@ class Executor:
 
 
 def _task_failure(stage: str, job: tuple, err: Exception) -> str:
-    name = job[0]
     cause = getattr(err, "cause", None) or err
-    inputs = ""
-    fn = next((a for a in job[2:] if isinstance(a, functools.partial)), None)
-    if fn is not None and fn.args and isinstance(fn.args[0], list) and fn.args[0]:
-        first = fn.args[0][0]
-        inputs = f" (inputs from {getattr(first, 'abspath', first)} ...)"
     return (
-        f"stage {stage}, task {name}{inputs} failed after {TASK_RETRIES} retries: "
-        f"{type(cause).__name__}: {cause}. Completed shards are kept; fix the cause and rerun the same command to resume."
+        f"stage {stage}, task {job[0]} failed after {TASK_RETRIES} retries; input: {_task_input(job)}; "
+        f"error: {type(cause).__name__}: {cause}. Completed shards are kept: fix the cause and rerun "
+        "the same command to resume."
     )
+
+
+def _task_input(job: tuple) -> str:
+    """The file(s) a failed task was reading, for the error message."""
+    _, fn, ctx, *args = job
+    if fn is tasks.ingest_task:
+        refs = args[1].args[0]
+        return f"{len(refs)} planned files, {refs[0].abspath} ... {refs[-1].abspath}" if refs else "no files"
+    if fn in (tasks.map_task, tasks.apply_task):
+        return str(ctx.run.part(args[1], args[0]))
+    if fn is tasks.scatter_task:
+        return str(ctx.run.part(args[2], args[1]))
+    if fn is packtask.pack_task:
+        return str(ctx.run.part(args[2], args[1]))
+    if fn is tasks.reduce_task:
+        return str(ctx.run.work_dir(ctx.stage, args[1]) / f"p{args[2]:05d}")
+    return "see the task arguments"
 
 
 def stage_hashes(recipe: Recipe, plan_hash: str) -> dict[str, str]:
@@ -335,8 +514,12 @@ def stage_hashes(recipe: Recipe, plan_hash: str) -> dict[str, str]:
         parts: list[Any] = [prev, name, getattr(recipe.stages, name)]
         if name == "tokenize":
             parts.append(recipe.tokenizer)
+        if name == "filters" and recipe.stages.filters.decontam is not None:
+            parts.append(decontam.benchmark_fingerprint(recipe.stages.filters.decontam))  # benchmark file bytes
         if name == "pack":
             parts.extend([recipe.tokenizer, [o.model_dump(mode="json") for o in recipe.outputs]])
+        if name.startswith("sft_"):
+            parts.extend(sfttask.stage_hash_parts(recipe, name))
         prev = out[name] = config_hash(*parts)
     return out
 

@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from codecorpus.runtime.faults import checkpoint
+
 _HASH_CHUNK = 1 << 20
 
 
@@ -31,6 +33,25 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+class OutputWriteError(OSError):
+    """A write into the run directory failed (disk full, read-only, file too large ...).
+
+    The temporary file is already removed, so nothing half-written carries a final name.
+    """
+
+    def __init__(self, path: Path, cause: OSError):
+        reason = cause.strerror or str(cause)
+        super().__init__(
+            cause.errno,
+            f"cannot write {path}: {reason}. Free space on that device, make it writable, "
+            "or choose another --out; completed shards are kept for the rerun",
+        )
+        self.path = path
+
+    def __str__(self) -> str:
+        return self.strerror or super().__str__()
+
+
 @contextlib.contextmanager
 def atomic_writer(path: Path | str) -> Iterator[BinaryIO]:
     """Open a binary file that appears at ``path`` only if the ``with`` block succeeds.
@@ -41,20 +62,42 @@ def atomic_writer(path: Path | str) -> Iterator[BinaryIO]:
     created with ``os.open`` mode 0o666 so the umask applies, unlike mkstemp's 0o600.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise OutputWriteError(path, err) from err
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except OSError as err:
+        raise OutputWriteError(path, err) from err
     try:
         with os.fdopen(fd, "wb") as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
+        checkpoint(f"write:{path.name}")
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+        if isinstance(err, OSError) and not isinstance(err, OutputWriteError):
+            raise OutputWriteError(path, err) from err
         raise
     fsync_dir(path.parent)
+
+
+TEMP_GLOB = ".*.tmp"
+
+
+def remove_stale_temps(directory: Path) -> int:
+    """Delete temporary files a killed writer left behind (they never carry a final name)."""
+    removed = 0
+    if directory.exists():
+        for tmp in directory.rglob(TEMP_GLOB):
+            tmp.unlink(missing_ok=True)
+            removed += 1
+    return removed
 
 
 def atomic_write_bytes(path: Path | str, data: bytes | memoryview) -> None:

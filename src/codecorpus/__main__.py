@@ -1,0 +1,5 @@
+"""``python -m codecorpus``: the same as the ``codecorpus`` command."""
+
+from codecorpus.cli import app
+
+app()

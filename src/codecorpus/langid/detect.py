@@ -1,0 +1,174 @@
+"""Language detection: Linguist's strategies through go-enry, magika for content alone.
+
+``enry.get_language`` runs GitHub Linguist's strategy chain (modeline, file name,
+shebang, extension, content heuristics for ambiguous extensions such as ``.h``,
+``.m``, ``.pl``, ``.ts``, ``.v``, ``.inc``, ``.cls``, ``.r``, then the Bayesian
+classifier) with Linguist's own data, so tags carry Linguist's canonical names.
+``lang_method`` names the strategy that decided: the first single strategy, in
+Linguist's order, that agrees with the chain's answer (``classifier`` if none).
+
+When the chain has no answer (an extensionless file without a shebang, an
+unknown extension), magika's model (shipped in its wheel; ONNX on CPU) looks
+at the bytes alone; its labels are mapped onto Linguist names and trusted above
+``magika_min_score``. codecorpus's own table (``languages.py``) is the last
+fallback (``table``). Everything runs offline.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import enry
+
+from codecorpus import schema
+from codecorpus.langid import languages
+
+_HEAD_BYTES = 64 * 1024
+"""Content the heuristics and the classifier see (Linguist reads the whole blob;
+the first 64 KiB decide every heuristic in practice and bound the cost)."""
+
+MAGIKA_TO_LINGUIST = {
+    "asm": "Assembly", "awk": "Awk", "batch": "Batchfile", "c": "C", "clojure": "Clojure",
+    "cmake": "CMake", "cobol": "COBOL", "coffeescript": "CoffeeScript", "cpp": "C++", "cs": "C#",
+    "css": "CSS", "csv": "CSV", "dart": "Dart", "diff": "Diff", "dockerfile": "Dockerfile",
+    "elixir": "Elixir", "erb": "HTML+ERB", "erlang": "Erlang", "fortran": "Fortran", "go": "Go",
+    "gradle": "Gradle", "groovy": "Groovy", "haskell": "Haskell", "hcl": "HCL", "html": "HTML",
+    "ini": "INI", "ipynb": "Jupyter Notebook", "java": "Java", "javascript": "JavaScript",
+    "jinja": "Jinja", "json": "JSON", "jsonl": "JSON", "julia": "Julia", "kotlin": "Kotlin",
+    "latex": "TeX", "lisp": "Common Lisp", "lua": "Lua", "makefile": "Makefile",
+    "markdown": "Markdown", "matlab": "MATLAB", "objectivec": "Objective-C", "ocaml": "OCaml",
+    "pascal": "Pascal", "perl": "Perl", "php": "PHP", "powershell": "PowerShell", "prolog": "Prolog",
+    "proto": "Protocol Buffer", "python": "Python", "r": "R", "rst": "reStructuredText",
+    "ruby": "Ruby", "rust": "Rust", "scala": "Scala", "scss": "SCSS", "shell": "Shell", "sql": "SQL",
+    "solidity": "Solidity", "svg": "SVG", "swift": "Swift", "tcl": "Tcl", "toml": "TOML",
+    "tsv": "TSV", "twig": "Twig", "typescript": "TypeScript", "vba": "VBA",
+    "verilog": "Verilog", "vhdl": "VHDL", "vue": "Vue", "xml": "XML", "yaml": "YAML", "zig": "Zig",
+    "bazel": "Starlark", "gemfile": "Ruby", "gemspec": "Ruby", "textproto": "Protocol Buffer Text Format",
+    "smali": "Smali", "handlebars": "Handlebars", "autohotkey": "AutoHotkey", "m4": "M4",
+}
+_ENRY_KIND = {"programming": "code", "markup": "code", "prose": "docs", "data": "data"}
+_MODELINE_HINTS = ("vim:", "vi:", "ex:", "-*-")
+
+
+def basename(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
+
+
+def detect(path: str, text: str, *, magika: bool = True, magika_min_score: float = 0.5,
+           shebang: bool = True) -> tuple[str, str]:
+    """(Linguist language or ``unknown``, lang_method) of one file.
+
+    >>> detect("src/app/main.py", "import os\\n")
+    ('Python', 'extension')
+    >>> detect("include/vec.h", "#include <vector>\\nnamespace a { class B {}; }\\n")
+    ('C++', 'content')
+    >>> detect("bin/tool", "#!/usr/bin/env python3\\nprint(1)\\n")
+    ('Python', 'shebang')
+    """
+    name = basename(path)
+    data = text[:_HEAD_BYTES].encode("utf-8", "surrogatepass")
+    if not shebang and data.startswith(b"#!"):
+        data = data.split(b"\n", 1)[-1]
+    lang = enry.get_language(name, data) if name or data else ""
+    method = _method(name, data, lang) if lang else schema.UNKNOWN
+    if method in _AFTER_SHEBANG and shebang:
+        # Linguist ranks the #! line above the extension; enry's parser misses versioned
+        # (perl5.36, lua5.4) and env-option (-S, -u) interpreters, which the table reads
+        by_table = _table_shebang(text)
+        if by_table is not None:
+            return by_table, "shebang"
+    if method == "classifier" and len(data.strip()) < MIN_CLASSIFIER_BYTES:
+        # the classifier on (almost) nothing is a coin toss: prefer the extension's usual language
+        by_ext = languages.language_from_extension(name)
+        if by_ext is not None:
+            return by_ext, "extension"
+    if lang:
+        return lang, method
+    if magika and len(data.strip()) >= MIN_MAGIKA_BYTES:
+        guess = _magika_guess(data, magika_min_score)
+        if guess is not None:
+            return guess, "magika"
+    return _table(name, text, shebang)
+
+
+MIN_CLASSIFIER_BYTES = 16
+MIN_MAGIKA_BYTES = 32
+_AFTER_SHEBANG = ("extension", "content", "classifier", schema.UNKNOWN)
+
+
+def _table_shebang(text: str) -> str | None:
+    text = text.removeprefix("\ufeff")
+    if not text.startswith("#!"):
+        return None
+    return languages.language_from_shebang(text[:1024].partition("\n")[0])
+
+
+def _method(name: str, data: bytes, lang: str) -> str:
+    """Which single Linguist strategy, in Linguist's order, gives the chain's answer."""
+    head = data[:2048]
+    tail = data[-2048:]
+    if any(h.encode() in head or h.encode() in tail for h in _MODELINE_HINTS) and (
+        enry.get_language_by_modeline(data).language == lang
+    ):
+        return "modeline"
+    if name and enry.get_language_by_filename(name).language == lang:
+        return "filename"
+    if data.startswith(b"#!") and enry.get_language_by_shebang(data).language == lang:
+        return "shebang"
+    if name and "." in name:
+        ext = name[name.rfind("."):].lower()
+        by_ext = enry.get_language_by_extension(name).language
+        by_content = enry.get_language_by_content(name, data).language
+        usual = languages.language_from_extension(name)
+        if ext in AMBIGUOUS_EXTENSIONS:
+            return "content" if by_content == lang else "classifier"
+        if by_ext == lang or usual == lang:
+            return "extension"
+        if by_content == lang:
+            return "content"
+    return "classifier"
+
+
+AMBIGUOUS_EXTENSIONS = frozenset(
+    {".h", ".m", ".pl", ".pm", ".t", ".ts", ".v", ".inc", ".cls", ".r", ".fs", ".cs", ".sql",
+     ".d", ".l", ".mod", ".pro", ".f", ".for", ".pp", ".php", ".hh", ".ms", ".n", ".sc", ".st"}
+)
+"""Extensions Linguist lists under several languages, where its content heuristics decide
+(``lang_method = content`` even when the answer is the extension's usual language)."""
+
+
+@functools.lru_cache(maxsize=1)
+def _magika() -> Any:
+    from magika import Magika
+
+    return Magika()
+
+
+def _magika_guess(data: bytes, min_score: float) -> str | None:
+    result = _magika().identify_bytes(data)
+    if not result.ok:
+        return None
+    label = str(result.output.label)
+    if result.score < min_score:
+        return None
+    return MAGIKA_TO_LINGUIST.get(label)
+
+
+def _table(name: str, text: str, shebang: bool) -> tuple[str, str]:
+    lang = languages.language_from_filename(name) or languages.language_from_extension(name)
+    if lang is not None:
+        return lang, "table"
+    return schema.UNKNOWN, schema.UNKNOWN
+
+
+def kind_of(lang: str, default: str) -> str:
+    """``schema.KINDS`` value of a language: codecorpus's table first, then Linguist's type."""
+    if lang == schema.UNKNOWN:
+        return default
+    if lang == "Jupyter Notebook":
+        return "notebook"
+    known = languages.kind_of(lang, default="")
+    if known:
+        return known
+    return _ENRY_KIND.get(enry.get_language_type(lang), default)

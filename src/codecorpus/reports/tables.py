@@ -1,0 +1,379 @@
+"""The report's tables, built from what a run directory holds (stats, drop logs, parts, manifests).
+
+Every table is long form (one fact per row) so that polars or DuckDB can
+filter and pivot it; the README documents their columns. A table whose data
+the run does not have (no dedup stage, no mixed set, no long-context set, a
+run stopped with ``--until``) is simply empty: the report degrades, it never
+fails on a partial run. Nothing here holds a whole stage in memory except the
+columns a histogram needs (one number per document).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import yaml
+
+from codecorpus import schema
+
+HIST_BINS = 40
+
+
+@dataclass
+class RunData:
+    """What the report reads from a run directory, loaded once."""
+
+    run: schema.RunPaths
+    name: str
+    recipe: dict[str, Any]
+    stages: list[str]
+    stats: dict[str, dict[str, Any]]
+    sets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    plans: dict[str, Any] = field(default_factory=dict)
+
+
+def load_run(root: Path | str) -> RunData:
+    """Stats of every stage that finished, in pipeline order, and every set manifest."""
+    run = schema.RunPaths(Path(root))
+    recipe = yaml.safe_load(run.recipe.read_text()) if run.recipe.exists() else {}
+    recipe = recipe or {}
+    order = [k for k, v in (recipe.get("stages") or {}).items() if v is not None]
+    found = sorted(p.parent.name for p in run.root.glob("*/_stats.json"))
+    stages = [s for s in order if s in found] + [s for s in found if s not in order]
+    stats = {s: json.loads(run.stats(s).read_text()) for s in stages}
+    sets = {}
+    for path in sorted((run.root / "shards").glob(f"*/{schema.MANIFEST_NAME}")):
+        sets[path.parent.name] = json.loads(path.read_text())
+    plans = json.loads(run.mix_plan.read_text())["sets"] if run.mix_plan.exists() else {}
+    return RunData(run, str(recipe.get("name", run.root.name)), recipe, stages, stats, sets, plans)
+
+
+def _has_tokens(s: dict[str, Any]) -> bool:
+    return bool(s.get("tokens_in") or s.get("tokens_out"))
+
+
+# --- funnel and mix -------------------------------------------------------------------------
+
+
+def funnel(data: RunData) -> pa.Table:
+    """One row per stage: documents, bytes and tokens in and out, and what was dropped."""
+    rows = []
+    for step, stage in enumerate(data.stages):
+        s = data.stats[stage]
+        tok = _has_tokens(s)
+        rows.append({
+            "stage": stage, "step": step,
+            "docs_in": s["rows_in"], "docs_out": s["rows_out"], "docs_dropped": sum(s["dropped"].values()),
+            "bytes_in": s["bytes_in"], "bytes_out": s["bytes_out"],
+            "bytes_dropped": sum(s.get("dropped_bytes", {}).values()),
+            "tokens_in": s["tokens_in"] if tok else None, "tokens_out": s["tokens_out"] if tok else None,
+            "drop_rate": sum(s["dropped"].values()) / s["rows_in"] if s["rows_in"] else 0.0,
+        })
+    return _table(rows, FUNNEL_SCHEMA)
+
+
+def mix_by_stage(data: RunData) -> pa.Table:
+    """Per stage, side (in/out) and language: documents, bytes, tokens and their shares."""
+    rows = []
+    for step, stage in enumerate(data.stages):
+        s = data.stats[stage]
+        tok = _has_tokens(s)
+        for side in ("in", "out"):
+            langs = s.get(f"langs_{side}") or {}
+            totals = [sum(v[i] for v in langs.values()) for i in range(3)]
+            for lang, (docs, nbytes, tokens) in sorted(langs.items()):
+                rows.append({
+                    "stage": stage, "step": step, "side": side, "lang": lang,
+                    "docs": docs, "bytes": nbytes, "tokens": tokens if tok else None,
+                    "docs_share": docs / totals[0] if totals[0] else 0.0,
+                    "bytes_share": nbytes / totals[1] if totals[1] else 0.0,
+                    "tokens_share": (tokens / totals[2] if totals[2] else 0.0) if tok else None,
+                })
+    return _table(rows, MIX_SCHEMA)
+
+
+# --- drops and dedup ------------------------------------------------------------------------
+
+
+def drops(data: RunData) -> pa.Table:
+    """Per stage, reason and language: dropped documents and bytes (from the drop logs)."""
+    rows = []
+    for stage in data.stages:
+        d = data.run.dropped_dir(stage)
+        files = sorted(d.glob("*.parquet")) if d.is_dir() else []
+        if files:
+            t = ds.dataset(files, format="parquet").to_table(columns=[schema.REASON, schema.LANG, schema.BYTES])
+            g = t.group_by([schema.REASON, schema.LANG]).aggregate([(schema.BYTES, "count"), (schema.BYTES, "sum")])
+            for r in g.to_pylist():
+                rows.append({"stage": stage, "reason": r[schema.REASON], "lang": r[schema.LANG],
+                             "docs": r[f"{schema.BYTES}_count"], "bytes": r[f"{schema.BYTES}_sum"]})
+        else:  # no drop log: the stats still have counts per language
+            for lang, reasons in data.stats[stage].get("dropped_by_lang", {}).items():
+                rows += [{"stage": stage, "reason": k, "lang": lang, "docs": n, "bytes": None}
+                         for k, n in reasons.items()]
+    rows.sort(key=lambda r: (data.stages.index(r["stage"]), r["reason"], r["lang"]))
+    return _table(rows, DROPS_SCHEMA)
+
+
+DEDUP_STAGE = "dedup"
+
+
+def dedup_by_lang(data: RunData) -> pa.Table:
+    """Per language: documents into dedup, duplicates removed (any dedup reason), the rate."""
+    s = data.stats.get(DEDUP_STAGE)
+    if not s:
+        return _table([], DEDUP_SCHEMA)
+    rows = []
+    for lang, (docs, _, _) in sorted((s.get("langs_in") or {}).items()):
+        dups = sum(s.get("dropped_by_lang", {}).get(lang, {}).values())
+        rows.append({"lang": lang, "docs_in": docs, "duplicates": dups, "dup_rate": dups / docs if docs else 0.0})
+    return _table(rows, DEDUP_SCHEMA)
+
+
+def cluster_sizes(data: RunData) -> pa.Table:
+    """Clusters by size: near-dup ``dup_cluster``/``dup_cluster_size`` if the run has them, else exact ``dup_count``."""
+    d = data.run.stage_dir(DEDUP_STAGE)
+    files = sorted(d.glob("part-*.parquet")) if d.is_dir() else []
+    if not files:
+        return _table([], CLUSTER_SCHEMA)
+    dataset = ds.dataset(files, format="parquet")
+    names = dataset.schema.names
+    if "dup_cluster" in names and "dup_cluster_size" in names:
+        t = dataset.to_table(columns=["dup_cluster", "dup_cluster_size"])
+        t = t.group_by(["dup_cluster"]).aggregate([("dup_cluster_size", "max")])
+        sizes = t.column("dup_cluster_size_max")
+        kind = "near"
+    elif schema.DUP_COUNT in names:
+        sizes = dataset.to_table(columns=[schema.DUP_COUNT]).column(schema.DUP_COUNT)
+        kind = "exact"
+    else:
+        return _table([], CLUSTER_SCHEMA)
+    values = pc.fill_null(sizes, 1).to_numpy(zero_copy_only=False).astype(np.int64)
+    uniq, counts = np.unique(values, return_counts=True)
+    rows = [{"kind": kind, "size": int(u), "clusters": int(c), "documents": int(u * c)}
+            for u, c in zip(uniq, counts, strict=True)]
+    return _table(rows, CLUSTER_SCHEMA)
+
+
+# --- score and length distributions ------------------------------------------------------------
+
+
+FILTERS_STAGE = "filters"
+_NOT_SCORES = {schema.BYTES, schema.NUM_TOKENS, schema.DUP_COUNT, "stars", "forks"}
+
+
+def _numeric_columns(part: Path) -> set[str]:
+    sch = ds.dataset(part, format="parquet").schema
+    return {f.name for f in sch if pa.types.is_integer(f.type) or pa.types.is_floating(f.type)}
+
+
+def score_columns(data: RunData) -> list[str]:
+    """Numeric columns the filters stage added (its output's minus its input's)."""
+    if FILTERS_STAGE not in data.stages or not data.run.part(FILTERS_STAGE, 0).exists():
+        return []
+    i = data.stages.index(FILTERS_STAGE)
+    before = data.run.part(data.stages[i - 1], 0) if i else None
+    added = _numeric_columns(data.run.part(FILTERS_STAGE, 0))
+    if before is not None and before.exists():
+        added -= _numeric_columns(before)
+    return sorted(added - _NOT_SCORES)
+
+
+def _threshold(data: RunData, column: str, logged: list[float]) -> tuple[float | None, str]:
+    """The rule's threshold: as the drop log recorded it, else the recipe's max_/min_ key."""
+    cfg = (data.recipe.get("stages") or {}).get(FILTERS_STAGE) or {}
+    flat = _flatten(cfg)
+    for key, direction in ((f"max_{column}", "max"), (f"min_{column}", "min"), (column, "max")):
+        if isinstance(flat.get(key), int | float) and not isinstance(flat.get(key), bool):
+            return (logged[0] if logged else float(flat[key])), direction
+    return (logged[0] if logged else None), "max"
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        out.setdefault(k, v)  # the leaf name alone, for rule-named keys in nested sections
+        out[f"{prefix}{k}"] = v
+    return out
+
+
+def _hist(values: np.ndarray, lo: float, hi: float, bins: int = HIST_BINS) -> tuple[np.ndarray, np.ndarray]:
+    edges = np.linspace(lo, hi if hi > lo else lo + 1, bins + 1)
+    return np.histogram(np.clip(values, edges[0], edges[-1]), edges)[0], edges
+
+
+def filter_scores(data: RunData) -> pa.Table:
+    """Histogram per score column: kept documents, and those dropped by that rule, with the threshold.
+
+    The range is clipped to the 99.5th percentile (or just past the threshold),
+    and the last bin holds everything above it, so one 10 MB line does not
+    flatten the chart.
+    """
+    rows = []
+    drops_dir = data.run.dropped_dir(FILTERS_STAGE)
+    log = ds.dataset(sorted(drops_dir.glob("*.parquet")), format="parquet").to_table(
+        columns=[schema.REASON, schema.SCORE, schema.THRESHOLD]) if drops_dir.is_dir() else None
+    for col in score_columns(data):
+        kept = _column_values(data.run.stage_dir(FILTERS_STAGE), col)
+        dropped, logged = np.zeros(0), []
+        if log is not None and log.num_rows:
+            mine = log.filter(pc.equal(log.column(schema.REASON), col))
+            dropped = pc.drop_null(mine.column(schema.SCORE)).to_numpy().astype(np.float64)
+            logged = sorted({t for t in mine.column(schema.THRESHOLD).to_pylist() if t is not None})
+        threshold, direction = _threshold(data, col, logged)
+        both = np.concatenate([kept, dropped])
+        if not both.size:
+            continue
+        hi = float(np.quantile(both, 0.995))
+        if threshold is not None:
+            hi = max(hi, threshold * 1.15 if threshold > 0 else threshold + 1)
+        lo = min(float(both.min()), threshold if threshold is not None else float(both.min()))
+        k, edges = _hist(kept, lo, hi)
+        dcount, _ = _hist(dropped, lo, hi)
+        for i in range(len(k)):
+            rows.append({"score": col, "bin": i, "bin_lo": float(edges[i]), "bin_hi": float(edges[i + 1]),
+                         "kept": int(k[i]), "dropped": int(dcount[i]), "threshold": threshold,
+                         "direction": direction})
+    return _table(rows, SCORES_SCHEMA)
+
+
+def _column_values(stage_dir: Path, column: str) -> np.ndarray:
+    files = sorted(stage_dir.glob("part-*.parquet"))
+    if not files:
+        return np.zeros(0)
+    col = ds.dataset(files, format="parquet").to_table(columns=[column]).column(column)
+    return pc.drop_null(col).to_numpy().astype(np.float64)
+
+
+def lengths(data: RunData) -> pa.Table:
+    """Document length histograms on log2 bins: bytes entering and leaving the pipeline, tokens per document."""
+    doc_stages = [s for s in data.stages if data.run.part(s, 0).exists()]
+    if not doc_stages:
+        return _table([], LENGTHS_SCHEMA)
+    series = [("bytes", doc_stages[0], schema.BYTES)]
+    if doc_stages[-1] != doc_stages[0]:
+        series.append(("bytes", doc_stages[-1], schema.BYTES))
+    tok_stage = next((s for s in reversed(doc_stages) if schema.NUM_TOKENS in _numeric_columns(data.run.part(s, 0))), None)
+    if tok_stage:
+        series.append(("tokens", tok_stage, schema.NUM_TOKENS))
+    rows = []
+    for metric, stage, col in series:
+        values = _column_values(data.run.stage_dir(stage), col)
+        if not values.size:
+            continue
+        top = max(1, int(np.ceil(np.log2(max(values.max(), 1)))) + 1)
+        counts = np.bincount(np.floor(np.log2(np.maximum(values, 1))).astype(np.int64), minlength=top)
+        for k, n in enumerate(counts):
+            rows.append({"metric": metric, "stage": stage, "bin_lo": 2**k, "bin_hi": 2 ** (k + 1), "docs": int(n)})
+    return _table(rows, LENGTHS_SCHEMA)
+
+
+# --- sets: mixture and long context ------------------------------------------------------------
+
+
+def mix_plan(data: RunData) -> pa.Table:
+    """Per mixed set and group: the plan (available, target, rate, shortfall) and what was achieved."""
+    rows = []
+    for set_name, plan in sorted(data.plans.items()):
+        achieved = (data.sets.get(set_name, {}).get("mix") or {}).get("achieved", {})
+        for g in plan["groups"]:
+            a = achieved.get(g["group"], {})
+            rows.append({
+                "set": set_name, "group": g["group"], "status": g["status"],
+                "available_docs": g["available_docs"], "available_tokens": g["available_tokens"],
+                "natural_share": g["natural_share"], "weight": g["weight"], "target_share": g["target_share"],
+                "target_tokens": g["target_tokens"], "rate": g["rate"], "max_epochs": g["max_epochs"],
+                "shortfall_tokens": g["shortfall_tokens"], "planned_tokens": g["planned_tokens"],
+                "achieved_tokens": a.get("tokens"), "achieved_share": a.get("share"),
+                "achieved_docs": a.get("documents"), "achieved_copies": a.get("copies"),
+                "error_vs_target": a.get("error_vs_target"),
+            })
+    return _table(rows, PLAN_SCHEMA)
+
+
+def sets(data: RunData) -> pa.Table:
+    """Per output set: kind, seq_len, totals, padding and fill."""
+    rows = []
+    for name, m in sorted(data.sets.items()):
+        t, seq_len = m.get("totals", {}), m.get("seq_len") or 0
+        seqs = t.get("sequences", 0)
+        rows.append({
+            "set": name, "kind": m.get("set_kind", "long" if "long_context" in m else "short"),
+            "seq_len": seq_len, "shards": len(m.get("shards", [])), "tokens": t.get("tokens", 0),
+            "documents": t.get("documents", 0), "sequences": seqs, "padding_tokens": t.get("padding_tokens", 0),
+            "fill": t.get("tokens", 0) / (seqs * seq_len) if seqs and seq_len else None,
+            "truncated_documents": (m.get("packing") or {}).get("truncated_documents"),
+        })
+    return _table(rows, SETS_SCHEMA)
+
+
+def long_context(data: RunData) -> pa.Table:
+    """Every long-context statistic of every set that has them, one (set, key, value) per row.
+
+    Histograms (dict values) become one row per bucket with the key ``name[bucket]``.
+    """
+    rows = []
+    for name, m in sorted(data.sets.items()):
+        for key, value in sorted((m.get("long_context") or {}).items()):
+            if isinstance(value, dict):
+                rows += [{"set": name, "key": key, "bucket": str(b), "value": float(v)} for b, v in value.items()]
+            elif isinstance(value, int | float):
+                rows.append({"set": name, "key": key, "bucket": None, "value": float(value)})
+    return _table(rows, LONG_SCHEMA)
+
+
+# --- schemas: the report's formats, defined once (the README documents them) ---------------------
+
+_i, _f, _s = pa.int64(), pa.float64(), pa.string()
+FUNNEL_SCHEMA = pa.schema([
+    ("stage", _s), ("step", _i), ("docs_in", _i), ("docs_out", _i), ("docs_dropped", _i), ("bytes_in", _i),
+    ("bytes_out", _i), ("bytes_dropped", _i), ("tokens_in", _i), ("tokens_out", _i), ("drop_rate", _f),
+])
+MIX_SCHEMA = pa.schema([
+    ("stage", _s), ("step", _i), ("side", _s), ("lang", _s), ("docs", _i), ("bytes", _i), ("tokens", _i),
+    ("docs_share", _f), ("bytes_share", _f), ("tokens_share", _f),
+])
+DROPS_SCHEMA = pa.schema([("stage", _s), ("reason", _s), ("lang", _s), ("docs", _i), ("bytes", _i)])
+DEDUP_SCHEMA = pa.schema([("lang", _s), ("docs_in", _i), ("duplicates", _i), ("dup_rate", _f)])
+CLUSTER_SCHEMA = pa.schema([("kind", _s), ("size", _i), ("clusters", _i), ("documents", _i)])
+SCORES_SCHEMA = pa.schema([
+    ("score", _s), ("bin", _i), ("bin_lo", _f), ("bin_hi", _f), ("kept", _i), ("dropped", _i),
+    ("threshold", _f), ("direction", _s),
+])
+LENGTHS_SCHEMA = pa.schema([("metric", _s), ("stage", _s), ("bin_lo", _i), ("bin_hi", _i), ("docs", _i)])
+PLAN_SCHEMA = pa.schema([
+    ("set", _s), ("group", _s), ("status", _s), ("available_docs", _i), ("available_tokens", _i),
+    ("natural_share", _f), ("weight", _f), ("target_share", _f), ("target_tokens", _f), ("rate", _f),
+    ("max_epochs", _f), ("shortfall_tokens", _i), ("planned_tokens", _i), ("achieved_tokens", _i),
+    ("achieved_share", _f), ("achieved_docs", _i), ("achieved_copies", _i), ("error_vs_target", _f),
+])
+SETS_SCHEMA = pa.schema([
+    ("set", _s), ("kind", _s), ("seq_len", _i), ("shards", _i), ("tokens", _i), ("documents", _i),
+    ("sequences", _i), ("padding_tokens", _i), ("fill", _f), ("truncated_documents", _i),
+])
+LONG_SCHEMA = pa.schema([("set", _s), ("key", _s), ("bucket", _s), ("value", _f)])
+
+
+def _table(rows: list[dict[str, Any]], sch: pa.Schema) -> pa.Table:
+    return pa.Table.from_pylist(rows, schema=sch) if rows else sch.empty_table()
+
+
+BUILDERS = {
+    "funnel": funnel, "mix_by_stage": mix_by_stage, "drops": drops, "dedup_by_lang": dedup_by_lang,
+    "cluster_sizes": cluster_sizes, "filter_scores": filter_scores, "lengths": lengths,
+    "mix_plan": mix_plan, "sets": sets, "long_context": long_context,
+}
+"""Every report table by its file name (``RUN/report/<name>.parquet|csv``)."""
+
+
+def build_tables(data: RunData) -> dict[str, pa.Table]:
+    return {name: fn(data) for name, fn in BUILDERS.items()}

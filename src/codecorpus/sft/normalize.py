@@ -1,0 +1,317 @@
+"""Three input styles -> one canonical trace (``schema.TRACE_SCHEMA``).
+
+- OpenAI chat: ``messages`` with system/user/assistant/tool roles, assistant
+  ``tool_calls`` (``id``, ``function.name``, ``function.arguments``), tool results
+  with ``tool_call_id``, an optional ``tools`` list, reasoning in
+  ``reasoning_content`` (or ``reasoning`` / ``thinking``).
+- ShareGPT: ``conversations`` of ``{from, value}`` (human/gpt/system, and the
+  LLaMA-Factory tool roles function_call / observation), optional ``system`` and ``tools``.
+- SWE-agent trajectories: ``trajectory`` (or ``steps``) of ``{thought, action,
+  observation}`` steps, the task (``problem_statement``), the final patch
+  (``patch`` or ``info.submission``) and ``resolved``. Each action becomes a
+  ``bash`` tool call and its observation the tool result.
+
+A message flagged ``is_summary`` (OpenAI: ``"summary": true``; SWE-agent: a step
+with ``role: summary``) is a context summary an agent wrote for itself; the
+splitter reuses it for continuation segments.
+
+Normalization never judges: it maps shapes and keeps odd values (an unknown role,
+unparsable arguments) for ``validate`` to reject with a reason. Only a record it
+cannot map at all raises ``MalformedTrace``, which ingest counts as a drop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from codecorpus import schema
+
+SWE_AGENT_TOOL = "bash"
+SWE_AGENT_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": SWE_AGENT_TOOL,
+            "description": "Run a shell command (or an agent-computer-interface command) in the repository.",
+            "parameters": {
+                "type": "object",
+                "properties": {"command": {"type": "string"}},
+                "required": ["command"],
+            },
+        },
+    }
+]
+SHAREGPT_ROLES = {
+    "human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
+    "system": "system", "observation": "tool", "tool": "tool", "function_response": "tool",
+    "function_call": "assistant",
+}  # fmt: skip
+OPENAI_ROLES = {"developer": "system", "function": "tool"}
+
+
+class MalformedTrace(ValueError):
+    """A record whose shape no input style explains (e.g. ``messages`` is not a list)."""
+
+
+def detect_format(record: dict[str, Any]) -> str | None:
+    """The input style of a record from its keys, or None.
+
+    >>> detect_format({"messages": []}), detect_format({"conversations": []})
+    ('openai', 'sharegpt')
+    >>> detect_format({"trajectory": []}), detect_format({"text": "x"})
+    ('swe-agent', None)
+    """
+    if "messages" in record:
+        return "openai"
+    if "conversations" in record:
+        return "sharegpt"
+    if "trajectory" in record or "steps" in record:
+        return "swe-agent"
+    return None
+
+
+def message(
+    role: str,
+    content: str | None = "",
+    *,
+    reasoning: str | None = None,
+    tool_calls: list[dict[str, str]] | None = None,
+    tool_call_id: str | None = None,
+    name: str | None = None,
+    is_summary: bool = False,
+) -> dict[str, Any]:
+    """A canonical message dict (the ``schema.MESSAGE_TYPE`` struct)."""
+    return {
+        "role": role,
+        "content": content or "",
+        "reasoning": reasoning or None,
+        "tool_calls": tool_calls or [],
+        "tool_call_id": None if tool_call_id is None else str(tool_call_id),
+        "name": None if name is None else str(name),
+        "is_summary": bool(is_summary),
+    }
+
+
+def normalize(record: dict[str, Any], fmt: str) -> dict[str, Any]:
+    """Canonical fields of one record: format, task_id, outcome, repo, messages, tools, metadata."""
+    if fmt == "openai":
+        out = _openai(record)
+    elif fmt == "sharegpt":
+        out = _sharegpt(record)
+    elif fmt == "swe-agent":
+        out = _swe_agent(record)
+    else:
+        raise MalformedTrace(f"unknown format {fmt!r}")
+    out[schema.TRACE_FORMAT] = fmt
+    return out
+
+
+def trace_content_hash(messages: list[dict[str, Any]], tools: str | None) -> str:
+    """sha256 of the canonical conversation: equal conversations hash equal, whatever their source."""
+    payload = json.dumps([messages, tools], sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+# --- helpers shared by the styles -----------------------------------------------------
+
+
+def _text(value: Any) -> str:
+    """Message content as text: a string, or the text parts of an OpenAI content list."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        parts = []
+        for part in value:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            else:
+                raise MalformedTrace(f"content part {str(part)[:60]!r} has no text")
+        return "".join(parts)
+    raise MalformedTrace(f"content is a {type(value).__name__}, expected a string or a list of parts")
+
+
+def _arguments(value: Any) -> str:
+    """Call arguments as the JSON string OpenAI uses (a dict is dumped; a bad string is kept)."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _tools(value: Any) -> str | None:
+    if value is None or value == []:
+        return None
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _outcome(record: dict[str, Any]) -> str:
+    resolved = record.get("resolved")
+    info = record.get("info")
+    if resolved is None and isinstance(info, dict):
+        resolved = info.get("resolved")
+    if isinstance(resolved, bool):
+        return "resolved" if resolved else "unresolved"
+    outcome = record.get("outcome")
+    if isinstance(outcome, str) and outcome in schema.TRACE_OUTCOMES:
+        return outcome
+    return schema.UNKNOWN
+
+
+def _metadata(record: dict[str, Any], used: set[str]) -> str:
+    rest = {k: v for k, v in record.items() if k not in used}
+    meta = record.get("metadata")
+    if isinstance(meta, dict):
+        rest = {**rest, **meta}
+    return json.dumps(rest, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def _list(record: dict[str, Any], key: str) -> list[Any]:
+    value = record.get(key)
+    if not isinstance(value, list):
+        raise MalformedTrace(f"{key} is a {type(value).__name__}, expected a list")
+    return value
+
+
+def _task_id(record: dict[str, Any]) -> str:
+    for key in ("task_id", "instance_id", "id"):
+        if isinstance(record.get(key), str | int):
+            return str(record[key])
+    return ""
+
+
+# --- OpenAI chat ----------------------------------------------------------------------
+
+
+def _openai_message(m: Any) -> dict[str, Any]:
+    if not isinstance(m, dict):
+        raise MalformedTrace("a message is not an object")
+    role = str(m.get("role", ""))
+    role = OPENAI_ROLES.get(role, role)
+    calls = []
+    for c in m.get("tool_calls") or []:
+        if not isinstance(c, dict):
+            raise MalformedTrace("a tool call is not an object")
+        fn = c.get("function") if isinstance(c.get("function"), dict) else c
+        calls.append({"id": str(c.get("id") or ""), "name": str(fn.get("name") or ""),
+                      "arguments": _arguments(fn.get("arguments", "{}"))})
+    reasoning = m.get("reasoning_content") or m.get("reasoning") or m.get("thinking")
+    return message(
+        role, _text(m.get("content")), reasoning=_text(reasoning) or None, tool_calls=calls,
+        tool_call_id=m.get("tool_call_id"), name=m.get("name"),
+        is_summary=bool(m.get("summary") or m.get("is_summary")),
+    )
+
+
+def _openai(record: dict[str, Any]) -> dict[str, Any]:
+    messages = [_openai_message(m) for m in _list(record, "messages")]
+    used = {"messages", "tools", "task_id", "instance_id", "id", "resolved", "outcome", "repo", "metadata"}
+    return {
+        schema.TRACE_TASK_ID: _task_id(record),
+        schema.TRACE_OUTCOME: _outcome(record),
+        schema.REPO: str(record.get("repo") or ""),
+        schema.TRACE_MESSAGES: messages,
+        schema.TRACE_TOOLS: _tools(record.get("tools")),
+        schema.TRACE_METADATA: _metadata(record, used),
+    }
+
+
+# --- ShareGPT -------------------------------------------------------------------------
+
+
+def _sharegpt_call(value: str, index: int) -> dict[str, str]:
+    """A LLaMA-Factory ``function_call`` turn: ``{"name": ..., "arguments": ...}`` JSON."""
+    try:
+        call = json.loads(value)
+    except json.JSONDecodeError:
+        call = None
+    if not isinstance(call, dict):
+        return {"id": f"call_{index}", "name": "", "arguments": value}
+    return {"id": f"call_{index}", "name": str(call.get("name") or ""),
+            "arguments": _arguments(call.get("arguments", {}))}
+
+
+def _sharegpt(record: dict[str, Any]) -> dict[str, Any]:
+    messages: list[dict[str, Any]] = []
+    if isinstance(record.get("system"), str) and record["system"]:
+        messages.append(message("system", record["system"]))
+    pending: list[str] = []  # ids of calls awaiting an observation, oldest first
+    for i, turn in enumerate(_list(record, "conversations")):
+        if not isinstance(turn, dict):
+            raise MalformedTrace("a conversation turn is not an object")
+        sender, value = str(turn.get("from", "")), _text(turn.get("value"))
+        role = SHAREGPT_ROLES.get(sender, sender)
+        if sender == "function_call":
+            call = _sharegpt_call(value, i)
+            pending.append(call["id"])
+            messages.append(message("assistant", "", tool_calls=[call]))
+        elif role == "tool":
+            messages.append(message("tool", value, tool_call_id=pending.pop(0) if pending else None))
+        else:
+            messages.append(message(role, value))
+    used = {"conversations", "system", "tools", "task_id", "id", "resolved", "outcome", "metadata"}
+    return {
+        schema.TRACE_TASK_ID: _task_id(record),
+        schema.TRACE_OUTCOME: _outcome(record),
+        schema.REPO: str(record.get("repo") or ""),
+        schema.TRACE_MESSAGES: messages,
+        schema.TRACE_TOOLS: _tools(record.get("tools")),
+        schema.TRACE_METADATA: _metadata(record, used),
+    }
+
+
+# --- SWE-agent ------------------------------------------------------------------------
+
+
+def _swe_step(step: Any, i: int) -> list[dict[str, Any]]:
+    if not isinstance(step, dict):
+        raise MalformedTrace("a trajectory step is not an object")
+    role = str(step.get("role") or "assistant")
+    text = _text(step.get("thought") or step.get("response") or step.get("text") or step.get("content"))
+    if role == "summary":
+        return [message("user", text, is_summary=True)]
+    if role != "assistant":
+        return [message(role, text)]
+    action = step.get("action")
+    calls, out = [], []
+    if action is not None and action != "":
+        call_id = f"call_{i}"
+        calls.append({"id": call_id, "name": SWE_AGENT_TOOL,
+                      "arguments": json.dumps({"command": _text(action)}, ensure_ascii=False)})
+    out.append(message("assistant", text, reasoning=_text(step.get("reasoning")) or None, tool_calls=calls))
+    if calls and "observation" in step:
+        out.append(message("tool", _text(step.get("observation")), tool_call_id=calls[0]["id"]))
+    return out
+
+
+def _swe_agent(record: dict[str, Any]) -> dict[str, Any]:
+    steps = _list(record, "trajectory" if "trajectory" in record else "steps")
+    info = record.get("info") if isinstance(record.get("info"), dict) else {}
+    messages: list[dict[str, Any]] = []
+    if isinstance(record.get("system_prompt"), str) and record["system_prompt"]:
+        messages.append(message("system", record["system_prompt"]))
+    task = record.get("problem_statement") or record.get("task")
+    if task is not None:
+        messages.append(message("user", _text(task)))
+    for i, step in enumerate(steps):
+        messages.extend(_swe_step(step, i))
+    used = {"trajectory", "steps", "system_prompt", "problem_statement", "task", "instance_id", "task_id",
+            "id", "resolved", "outcome", "repo", "metadata", "tools"}
+    meta = json.loads(_metadata(record, used))
+    patch = record.get("patch") or info.get("submission")
+    if patch is not None:
+        meta["patch"] = patch
+    return {
+        schema.TRACE_TASK_ID: _task_id(record),
+        schema.TRACE_OUTCOME: _outcome(record),
+        schema.REPO: str(record.get("repo") or ""),
+        schema.TRACE_MESSAGES: messages,
+        schema.TRACE_TOOLS: _tools(record.get("tools") or SWE_AGENT_TOOLS),
+        schema.TRACE_METADATA: json.dumps(meta, ensure_ascii=False, sort_keys=True, default=str),
+    }

@@ -1,0 +1,207 @@
+"""Render a conversation part by part, so every token's loss mask is known exactly.
+
+Generation tags (``{% generation %}``) exist in few templates, so masks come
+from rendering prefixes instead: the text message ``k`` adds is
+``render(messages[:k+1])`` minus ``render(messages[:k])``. For an assistant
+message the part up to ``render(messages[:k], add_generation_prompt=True)`` is
+the header (never trained) and the rest is what the model generates (trained).
+Inside it, the reasoning and the tool calls are found by rendering the message
+once more without them: the one contiguous difference is their span. With
+``train_on_reasoning`` / ``train_on_tool_calls`` off, those spans are masked.
+
+Each part is tokenized on its own and the ids concatenated, so the masked
+tokens decode to exactly the trained text (no token straddles a boundary), at
+the cost of ids that may differ from tokenizing the whole text at a few part
+boundaries (those fall on template markers, where BPE rarely merges anyway).
+Special tokens in the template text (``<|im_start|>``) become their special
+ids; conversation text that contains one is rejected (``special_token_text``),
+so no trace can forge a turn.
+
+A template must be prefix-stable (rendering more messages only appends): one
+that rewrites earlier turns (e.g. strips reasoning from past turns) makes a
+trace ``template_unstable``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import jinja2
+import numpy as np
+
+from codecorpus.sft.template import TemplateError, render
+from codecorpus.tokenize.tokenizer import Tokenizer
+
+
+class TemplateUnstable(TemplateError):
+    """Rendering more messages changed the text already rendered."""
+
+
+@dataclass(frozen=True)
+class Switches:
+    train_on_tool_calls: bool = True
+    train_on_reasoning: bool = True
+    train_on_system: bool = False
+
+
+@dataclass
+class Rendered:
+    """Tokens and loss mask of one example, and where each message's tokens end."""
+
+    tokens: np.ndarray  # uint32
+    mask: np.ndarray  # uint8
+    message_ends: list[int] = field(default_factory=list)
+    """token offset where message i's part ends (headers included with their message)."""
+    parts: list[tuple[str, bool]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+
+# --- special tokens ---------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=8)
+def _special_regex(tokenizer: Tokenizer) -> re.Pattern[str] | None:
+    specials = sorted(tokenizer.special_tokens, key=len, reverse=True)
+    return re.compile("(" + "|".join(map(re.escape, specials)) + ")") if specials else None
+
+
+def special_token_in(text: str, tokenizer: Tokenizer) -> str | None:
+    rx = _special_regex(tokenizer)
+    found = rx.search(text) if rx else None
+    return found.group(0) if found else None
+
+
+def encode_with_specials(tokenizer: Tokenizer, text: str) -> list[int]:
+    """Ids of template text: special-token strings become their ids, the rest ordinary text."""
+    rx = _special_regex(tokenizer)
+    if rx is None:
+        return tokenizer.encode_batch([text])[0] if text else []
+    pieces = rx.split(text)
+    plain = [p for i, p in enumerate(pieces) if i % 2 == 0 and p]
+    encoded = iter(tokenizer.encode_batch(plain)) if plain else iter(())
+    ids: list[int] = []
+    for i, p in enumerate(pieces):
+        if i % 2:
+            ids.append(tokenizer.special_tokens[p])
+        elif p:
+            ids.extend(next(encoded))
+    return ids
+
+
+# --- part-by-part rendering ----------------------------------------------------------
+
+
+def _diff_span(full: str, without: str) -> tuple[int, int]:
+    """The span of ``full`` that ``without`` lacks (one contiguous difference)."""
+    n = min(len(full), len(without))
+    pre = 0
+    while pre < n and full[pre] == without[pre]:
+        pre += 1
+    suf = 0
+    while suf < n - pre and full[-1 - suf] == without[-1 - suf]:
+        suf += 1
+    return pre, len(full) - suf
+
+
+def _assistant_parts(
+    template: jinja2.Template, head: list[dict[str, Any]], m: dict[str, Any], tools: list | None,
+    full: str, gen_len: int, sw: Switches,
+) -> list[tuple[str, bool]]:
+    """The generated text of an assistant message split into (text, trained) parts."""
+    untrained: list[tuple[int, int]] = []
+    if m.get("reasoning") and not sw.train_on_reasoning:
+        untrained.append(_diff_span(full, render(template, [*head, {**m, "reasoning": None}], tools)))
+    if m.get("tool_calls") and not sw.train_on_tool_calls:
+        untrained.append(_diff_span(full, render(template, [*head, {**m, "tool_calls": []}], tools)))
+    parts: list[tuple[str, bool]] = []
+    pos = gen_len
+    for start, end in sorted(untrained):
+        start, end = max(start, pos), max(end, pos)
+        if start > pos:
+            parts.append((full[pos:start], True))
+        if end > start:
+            parts.append((full[start:end], False))
+        pos = max(pos, end)
+    parts.append((full[pos:], True))
+    return parts
+
+
+def render_parts(
+    template: jinja2.Template, messages: list[dict[str, Any]], tools: list | None, sw: Switches,
+    trainable_from: int = 0,
+) -> tuple[list[tuple[str, bool]], list[int]]:
+    """(text, trained) parts of a conversation, and the part index where each message ends.
+
+    Leading system messages (with the tools block) form the first part; only
+    assistant messages at index >= ``trainable_from`` are trained (continuation
+    segments pass the length of their repeated prefix).
+    """
+    n_sys = 0
+    while n_sys < len(messages) and messages[n_sys]["role"] == "system":
+        n_sys += 1
+    prev = render(template, messages[:n_sys], tools)
+    parts: list[tuple[str, bool]] = [(prev, sw.train_on_system and trainable_from == 0)]
+    ends = [1] * n_sys
+    for k in range(n_sys, len(messages)):
+        m = messages[k]
+        full = render(template, messages[: k + 1], tools)
+        if not full.startswith(prev):
+            raise TemplateUnstable(f"rendering message {k} changed the text before it")
+        if m["role"] == "assistant" and k >= trainable_from:
+            gen = render(template, messages[:k], tools, add_generation_prompt=True)
+            if not (gen.startswith(prev) and full.startswith(gen)):
+                raise TemplateUnstable(f"the generation prompt of message {k} is not a prefix of its turn")
+            parts.append((gen[len(prev):], False))
+            parts.extend(_assistant_parts(template, messages[:k], m, tools, full, len(gen), sw))
+        else:
+            parts.append((full[len(prev):], False))
+        ends.append(len(parts))
+        prev = full
+    return parts, ends
+
+
+def _merge(parts: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+    merged: list[tuple[str, bool]] = []
+    for text, trained in parts:
+        if not text:
+            continue
+        if merged and merged[-1][1] == trained:
+            merged[-1] = (merged[-1][0] + text, trained)
+        else:
+            merged.append((text, trained))
+    return merged
+
+
+def tokenize_parts(parts: list[tuple[str, bool]], ends: list[int], tokenizer: Tokenizer) -> Rendered:
+    """Tokens and mask of the parts; ``message_ends`` in tokens.
+
+    Parts are merged with their neighbours of the same mask only within a
+    message, so per-message token counts stay exact for the splitter.
+    """
+    ids: list[int] = []
+    mask: list[int] = []
+    message_ends: list[int] = []
+    start = 0
+    for end in ends:
+        for text, trained in _merge(parts[start:end]):
+            piece = encode_with_specials(tokenizer, text)
+            ids.extend(piece)
+            mask.extend([int(trained)] * len(piece))
+        message_ends.append(len(ids))
+        start = end
+    return Rendered(np.asarray(ids, np.uint32), np.asarray(mask, np.uint8), message_ends, parts)
+
+
+def render_example(
+    template: jinja2.Template, messages: list[dict[str, Any]], tools_json: str | None, tokenizer: Tokenizer,
+    sw: Switches, trainable_from: int = 0,
+) -> Rendered:
+    tools = json.loads(tools_json) if tools_json else None
+    parts, ends = render_parts(template, messages, tools, sw, trainable_from)
+    return tokenize_parts(parts, ends, tokenizer)

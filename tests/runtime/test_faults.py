@@ -1,0 +1,127 @@
+"""Crashes and poison inputs: the run survives, resumes, and ends with the same bytes.
+
+The runs here are real ``python -m codecorpus run`` processes, killed with
+SIGKILL at named checkpoints (``runtime/faults.py``), each in its own process
+group so the whole local Ray goes down with it, like a machine crash.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import write_repos
+
+from codecorpus import schema
+
+SKIP_NAMES = ("_stats.json", "_stage.json", "recipe.yaml")
+
+
+def _recipe(tmp: Path, corpus: Path) -> Path:
+    data = {
+        "name": "faults",
+        "seed": 3,
+        "sources": [{"type": "local", "name": "fixture", "path": str(corpus)}],
+        "stages": {
+            "ingest": {"shard_bytes": 300}, "langid": {}, "filters": {}, "dedup": {"buckets": 4},
+            "tokenize": {}, "pack": {},
+        },
+        "tokenizer": {"builtin": "gpt2"},
+        "outputs": [{"name": "short", "seq_len": 64}],
+    }
+    path = tmp / "recipe.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _run(recipe: Path, out: Path, fault: str | None = None, fault_dir: Path | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CODECORPUS_FAULT")}
+    if fault:
+        env["CODECORPUS_FAULT"] = fault
+        env["CODECORPUS_FAULT_DIR"] = str(fault_dir or out.parent)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "codecorpus", "run", str(recipe), "--out", str(out), "--workers", "2", "--quiet"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=240)
+    finally:
+        try:  # take the rest of the group (raylet, workers) down too: a machine crash
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+def _outputs(run_dir: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(run_dir).as_posix(): p.read_bytes()
+        for p in sorted(run_dir.rglob("*"))
+        if p.is_file() and "_done" not in p.parts and p.name not in SKIP_NAMES
+    }
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("faults")
+    recipe = _recipe(tmp, write_repos(tmp / "corpus"))
+    reference = tmp / "reference"
+    done = _run(recipe, reference)
+    assert done.returncode == 0, done.stderr
+    return tmp, recipe, reference
+
+
+KILL_POINTS = [
+    "kill@after:ingest:part-00001",          # during ingest: two shards done
+    "kill@after:dedup:resolve-p00001",       # inside a dedup phase
+    "kill@after:pack:short-part-00001",      # during packing
+    "kill@write:manifest.json",              # the set manifest is written but not yet renamed
+]
+
+
+def test_sigkill_at_every_point_then_resume_gives_identical_bytes(setup):
+    tmp, recipe, reference = setup
+    run_dir = tmp / "killed"
+    for point in KILL_POINTS:
+        killed = _run(recipe, run_dir, point)
+        assert killed.returncode == -signal.SIGKILL, (point, killed.returncode, killed.stderr[-2000:])
+        assert not (run_dir / "manifest.json").exists()
+    final = _run(recipe, run_dir)
+    assert final.returncode == 0, final.stderr
+    a, b = _outputs(reference), _outputs(run_dir)
+    assert sorted(a) == sorted(b)
+    assert [k for k in a if a[k] != b[k]] == []
+    assert not list(run_dir.rglob(".*.tmp"))
+    manifest = json.loads((run_dir / "shards" / "short" / "manifest.json").read_text())
+    assert manifest["totals"]["documents"] == 7  # no document lost or repeated
+
+
+def test_crashed_worker_is_retried(setup):
+    tmp, recipe, reference = setup
+    run_dir = tmp / "crash"
+    done = _run(recipe, run_dir, "crash-once@task:langid:part-00002", fault_dir=tmp)
+    assert done.returncode == 0, done.stderr
+    assert (tmp / "crashed-task_langid_part-00002").exists()
+    a, b = _outputs(reference), _outputs(run_dir)
+    assert [k for k in a if a[k] != b.get(k)] == []
+
+
+def test_poison_shard_fails_with_shard_input_and_error_then_resumes(setup):
+    tmp, recipe, reference = setup
+    run_dir = tmp / "poison"
+    failed = _run(recipe, run_dir, "raise@task:filters:part-00003")
+    assert failed.returncode != 0
+    message = " ".join(failed.stderr.split())
+    assert "stage filters, task part-00003" in message
+    assert str(schema.RunPaths(run_dir).part("langid", 3)) in message
+    assert "InjectedFault" in message
+    assert schema.RunPaths(run_dir).done("langid", "part-00003").exists()  # completed work kept
+    assert _run(recipe, run_dir).returncode == 0
+    a, b = _outputs(reference), _outputs(run_dir)
+    assert [k for k in a if a[k] != b.get(k)] == []
