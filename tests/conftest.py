@@ -118,6 +118,16 @@ def _free_ports(n: int) -> list[int]:
     return ports
 
 
+def _die_with_parent() -> None:
+    """Linux: SIGTERM the server if the pytest process dies without running the finalizer."""
+    import ctypes
+    import signal
+    import sys
+
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 def _weed_binary() -> str:
     import shutil
     import sys
@@ -160,7 +170,8 @@ def s3_server(tmp_path_factory):
            "-s3.localSocket=" + str(root / "s3.sock"),
            *(f"-{k}={v}" for k, v in ports.items())]
     log = (root / "weed.log").open("wb")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=root, start_new_session=True)
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=root,
+                            start_new_session=True, preexec_fn=_die_with_parent)
     info = {"endpoint_url": f"http://127.0.0.1:{ports['s3.port']}",
             "access_key_id": S3_ACCESS_KEY, "secret_access_key": S3_SECRET_KEY}
     client = boto3.client("s3", endpoint_url=info["endpoint_url"], region_name="us-east-1",
@@ -174,7 +185,7 @@ def s3_server(tmp_path_factory):
                 client.create_bucket(Bucket="codecorpus-ready")
                 client.put_object(Bucket="codecorpus-ready", Key="probe", Body=b"ok")
                 break
-            except Exception:  # noqa: BLE001 - not up yet: any error means retry until the deadline
+            except Exception:  # not up yet: any error means retry until the deadline
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"SeaweedFS S3 not ready in 90 s; see {root / 'weed.log'}") from None
                 time.sleep(0.5)

@@ -347,10 +347,30 @@ class FiltersConfig(Model):
         return self
 
 
+class ForksConfig(Model):
+    """Repository-level removal of forks and vendored copies (issue 5); see codecorpus/dedup/forks.py."""
+
+    enabled: bool = Field(False, description="remove whole repositories that mostly copy another one (fork_of)")
+    min_shared_frac: float = Field(
+        0.5, gt=0, le=1, description="share of a repository's distinct file hashes found in another repository "
+        "that makes it a fork / vendored copy of that repository",
+    )
+    min_files: int = Field(2, ge=1, description="repositories with fewer distinct files are never removed as forks")
+    max_repos_per_hash: int = Field(
+        256, ge=2, description="a file hash held by more repositories is boilerplate (license text, empty "
+        "__init__.py): it counts in each repository's total but pairs no repositories (pairs grow as its square)",
+    )
+
+
 class DedupConfig(Model):
     """Exact + MinHash-LSH near-duplicate removal (issue 5); see codecorpus/dedup/near.py."""
 
     exact: bool = True
+    exact_whitespace: bool = Field(
+        False, description="exact grouping on a whitespace-normalised hash (runs of whitespace -> one space, "
+        "trimmed): re-indented, CRLF or trailing-space copies count as exact duplicates",
+    )
+    forks: ForksConfig = Field(default_factory=ForksConfig)
     buckets: int = Field(16, gt=0, description="hash partitions of the dedup shuffles")
     # --- near-duplicates (issue 5) ---
     near: bool = Field(True, description="MinHash-LSH near-duplicate removal")

@@ -56,6 +56,7 @@ def test_s3_prefix_of_repos_archives_and_records(s3_server):
     assert planned + expanded == len(rows) + sum(drops.values())
     main = next(r for r in rows if r["path"] == "main.py")
     assert main["text"] == MAIN_PY
+    assert (main["license"], main[schema.LICENSE_METHOD]) == ("MIT", "license_file")
     # the secret never reaches a plan fingerprint or a repr
     assert s3_server["secret_access_key"] not in repr(shards)
     assert plan_fingerprint(shards[0]) == plan_fingerprint(plan_shards([src], IngestConfig())[0])

@@ -86,6 +86,7 @@ def test_achieved_mixture_within_one_percent_and_recorded(mixed_run):
         assert abs(a["tokens"] / plan[g]["target_tokens"] - 1) < 0.01, (g, a, plan[g])
         assert m["tokens_by_lang"][g] == a["tokens"]  # re-countable from the segment tables
     assert abs(m["totals"]["tokens"] / BUDGET - 1) < 0.01
+    assert m["mix"]["total_variation"] < 0.01 and m["mix"]["share_error_max"] < 0.01
     assert verify(run_dir) == []
 
 

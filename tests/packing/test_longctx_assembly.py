@@ -5,10 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from codecorpus.config import LongContextConfig, TokenizerConfig
+from codecorpus.config import LongContextConfig, OutputSet, TokenizerConfig
 from codecorpus.packing import longctx
 from codecorpus.tokenize.tokenizer import load_tokenizer, with_set_tokens
-from codecorpus.config import OutputSet
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +92,7 @@ def test_upsampling_repeats_long_documents_of_named_sources():
     assert [d.doc_id for d in docs] == ["id-a", "id-a#1", "id-a#2", "id-b", "id-c"]
     frac = LongContextConfig(upsample={"s": 1.5}, upsample_min_tokens=1)
     many = [doc_of(10, f"r{i}") for i in range(400)]
-    out, added = longctx.upsample(many, frac, 7)
+    _, added = longctx.upsample(many, frac, 7)
     assert 140 < added < 260  # about half the documents get a second copy
     assert longctx.upsample(many, frac, 7)[1] == added  # seeded
 

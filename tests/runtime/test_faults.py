@@ -63,7 +63,7 @@ def _outputs(run_dir: Path) -> dict[str, bytes]:
     return {
         p.relative_to(run_dir).as_posix(): p.read_bytes()
         for p in sorted(run_dir.rglob("*"))
-        if p.is_file() and "_done" not in p.parts and p.name not in SKIP_NAMES
+        if p.is_file() and "_done" not in p.parts and "report" not in p.parts and p.name not in SKIP_NAMES
     }
 
 
@@ -79,7 +79,7 @@ def setup(tmp_path_factory):
 
 KILL_POINTS = [
     "kill@after:ingest:part-00001",          # during ingest: two shards done
-    "kill@after:dedup:resolve-p00001",       # inside a dedup phase
+    "kill@after:dedup:pairs-p00001",         # inside a dedup phase (LSH candidate pairs)
     "kill@after:pack:short-part-00001",      # during packing
     "kill@write:manifest.json",              # the set manifest is written but not yet renamed
 ]

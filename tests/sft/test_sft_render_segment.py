@@ -133,7 +133,8 @@ def test_long_traces_split_at_turn_boundaries_with_summaries(fixture_traces, fra
     for i, ex in enumerate(seg.examples):
         assert len(ex) <= 2048
         text = tok.decode(ex.tokens)
-        assert text.count("<tool_call>") == text.count("<|im_start|>tool\n"), "a call was cut from its result"
+        calls = text.count('<tool_call>\n{"name": "')  # real calls, not the tools block's example
+        assert calls == text.count("<|im_start|>tool\n") > 0, "a call was cut from its result"
         assert task in text
         runs = masked_runs(ex.tokens, ex.mask, tok)
         assert not any(task in r or "Summary" in r for r in runs), "loss on the repeated prefix"

@@ -122,3 +122,23 @@ def test_exact_and_near_duplicates_across_shards_keep_the_smallest_id():
     assert drops == {"b": ("exact_duplicate", "a"), "c": ("near_duplicate", "a")}
     only_exact = _dedup([s0, s1], SftDedupConfig(near=False, buckets=2))
     assert sum(r.dropped.num_rows for r in only_exact) == 1
+
+
+def test_sft_recipe_errors_name_the_key_and_the_fix():
+    from codecorpus.config import RecipeError, load_recipe_data
+
+    base = {
+        "sources": [{"type": "traces", "name": "t", "path": "x.jsonl"}],
+        "stages": {"sft_ingest": {}, "sft_validate": {}, "sft_render": {}, "sft_pack": {}},
+        "tokenizer": {"builtin": "gpt2"},
+        "outputs": [{"name": "sft", "kind": "sft", "seq_len": 1024}],
+    }
+    assert load_recipe_data(base).stages.enabled() == ["sft_ingest", "sft_validate", "sft_render", "sft_pack"]
+    with pytest.raises(RecipeError, match="exactly one output"):
+        load_recipe_data({**base, "outputs": []})
+    with pytest.raises(RecipeError, match="pretraining stages"):
+        load_recipe_data({**base, "stages": {**base["stages"], "langid": {}}})
+    with pytest.raises(RecipeError, match="multiple of bands"):
+        load_recipe_data({**base, "stages": {**base["stages"], "sft_dedup": {"num_perm": 100, "bands": 16}}})
+    with pytest.raises(RecipeError, match=r"sft_render needs stages\.sft_validate"):
+        load_recipe_data({**base, "stages": {"sft_ingest": {}, "sft_render": {}}})

@@ -103,3 +103,27 @@ def _split(table: pa.Table, part: np.ndarray, n_parts: int) -> dict[int, pa.Tabl
     bounds = np.searchsorted(sorted_parts, np.arange(n_parts + 1))
     taken = table.take(pa.array(order, pa.int64())) if table.num_rows else table
     return {p: taken.slice(bounds[p], bounds[p + 1] - bounds[p]) for p in range(n_parts)}
+
+
+# --- issue 5: the key of exact grouping (optionally whitespace-normalised) -------------------
+
+
+def normalized_whitespace_hash(texts: pa.Array | pa.ChunkedArray) -> list[str]:
+    """sha256 hex of each text with every whitespace run collapsed to one space, ends trimmed.
+
+    A re-indented, CRLF or trailing-whitespace copy gets the same hash; a change
+    inside a token does not. The regex pass is Arrow's (RE2) over the whole column.
+
+    >>> a, b, c = normalized_whitespace_hash(pa.array(["def f():\\n    return 1\\n", "def f():\\r\\n\\treturn 1", "def f(): return 2"]))
+    >>> a == b, a == c
+    (True, False)
+    """
+    folded = pc.utf8_trim_whitespace(pc.replace_substring_regex(texts, r"\s+", " "))
+    return [schema.content_hash(t.encode("utf-8", "surrogatepass")) for t in folded.to_pylist()]
+
+
+def exact_keys(table: pa.Table, whitespace: bool) -> list[str]:
+    """The hex hash that groups exact duplicates: ``content_hash``, or the whitespace-normalised one."""
+    if whitespace:
+        return normalized_whitespace_hash(table.column(schema.TEXT))
+    return table.column(schema.CONTENT_HASH).to_pylist()

@@ -32,8 +32,9 @@ import pyarrow.compute as pc
 from codecorpus import schema
 from codecorpus.config import DedupConfig
 from codecorpus.dedup import clusters as cc
+from codecorpus.dedup import forks, lsh, minhash
 from codecorpus.dedup import keep as keep_policy
-from codecorpus.dedup import lsh, minhash
+from codecorpus.dedup.exact import exact_keys
 from codecorpus.dedup.shingles import fmix64, shingle_texts
 from codecorpus.stage import MapResult, with_column
 
@@ -81,11 +82,27 @@ def _route(hashes: np.ndarray, parts: int) -> np.ndarray:
 
 def candidates(table: pa.Table, shard: int, cfg: DedupConfig, seed: int) -> dict[int, pa.Table]:
     """This shard's exact and LSH band keys, each with its document's gid, by bucket."""
-    ids = gids(shard, table.num_rows)
+    return _candidates(table, gids(shard, table.num_rows), cfg, seed)
+
+
+def candidates_without_forks(
+    table: pa.Table, forks_table: pa.Table, shard: int, cfg: DedupConfig, seed: int
+) -> dict[int, pa.Table]:
+    """``candidates`` of the rows whose repository is not removed as a fork (dedup/forks.py).
+
+    A fork's rows take no part in file-level dedup: were a fork's file the
+    keeper of a cluster, dropping the fork would drop every copy of that file.
+    """
+    keep_rows = np.flatnonzero(~forks.fork_mask(table, forks_table))
+    ids = gids(shard, table.num_rows)[keep_rows]
+    return _candidates(table.take(pa.array(keep_rows, pa.int64())), ids, cfg, seed)
+
+
+def _candidates(table: pa.Table, ids: np.ndarray, cfg: DedupConfig, seed: int) -> dict[int, pa.Table]:
     pieces: list[pa.Table] = []
     routes: list[np.ndarray] = []
     if cfg.exact:
-        hashes = table.column(schema.CONTENT_HASH).to_pylist()
+        hashes = exact_keys(table, cfg.exact_whitespace)
         keys = pa.array([EXACT_PREFIX + bytes.fromhex(h) for h in hashes], pa.binary())
         pieces.append(_candidate_table(keys, ids, None))
         routes.append(np.array([int(h[:16], 16) for h in hashes], np.uint64))
@@ -245,7 +262,7 @@ def members(table: pa.Table, labels: pa.Table, shard: int, cfg: DedupConfig) -> 
     out = pa.table(
         {
             ROOT: labels.column(ROOT), GID: labels.column(GID), SIZE: labels.column(SIZE),
-            schema.CONTENT_HASH: picked.column(schema.CONTENT_HASH),
+            schema.CONTENT_HASH: pa.array(exact_keys(picked, cfg.exact_whitespace), pa.string()),
             **{name: attrs[name] for name in ("license", "stars", "last_commit", "length", "id")},
         },
         schema=MEMBER_SCHEMA,
@@ -316,6 +333,11 @@ def apply(table: pa.Table, verdicts: pa.Table, cfg: DedupConfig) -> MapResult:
                                                              for r in reason[lost]],
     )
     return MapResult(table.filter(pa.array(~lose)), dropped)
+
+
+def apply_with_forks(table: pa.Table, verdicts: pa.Table, forks_table: pa.Table, cfg: DedupConfig) -> MapResult:
+    """``apply``, then drop the rows of repositories removed as forks (reason ``fork_of``)."""
+    return forks.drop_forks(apply(table, verdicts, cfg), forks_table, cfg.forks)
 
 
 def _split(table: pa.Table, part: np.ndarray, n_parts: int) -> dict[int, pa.Table]:

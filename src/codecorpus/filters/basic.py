@@ -72,6 +72,16 @@ def _non_ascii_counts(text: str) -> tuple[int, int]:
     return len(_NON_ALPHA.sub("", rest)), len(_NON_ALNUM.sub("", rest))
 
 
+def _segment_counts(mask: np.ndarray, bounds: list[int]) -> list[int]:
+    """True values of ``mask`` in each ``[bounds[i], bounds[i + 1])``: one vectorised pass."""
+    starts = np.asarray(bounds[:-1], np.int64)
+    if not len(mask):
+        return [0] * len(starts)
+    counts = np.add.reduceat(mask.astype(np.int32), np.minimum(starts, len(mask) - 1))
+    counts[np.diff(np.asarray(bounds, np.int64)) == 0] = 0  # reduceat gives mask[i] for empty segments
+    return counts.tolist()
+
+
 def _chunk_scores(arr: pa.Array) -> tuple[np.ndarray, ...]:
     n = len(arr)
     max_len = np.zeros(n, np.int64)
@@ -86,10 +96,9 @@ def _chunk_scores(arr: pa.Array) -> tuple[np.ndarray, ...]:
         letters = mask = np.zeros(0, bool)
     else:
         letters, mask = _ascii_masks(np.frombuffer(data_buf, np.uint8)[offsets[0] : offsets[-1]])
-    # prefix counts: one vectorised pass instead of a count per document
-    alnum_before = np.concatenate([[0], np.cumsum(mask, dtype=np.int64)])
-    alpha_before = np.concatenate([[0], np.cumsum(letters, dtype=np.int64)])
     bounds = (offsets - offsets[0]).tolist()
+    alnum_counts = _segment_counts(mask, bounds)
+    alpha_counts = _segment_counts(letters, bounds)
 
     for i, text in enumerate(arr.to_pylist()):
         if not text:
@@ -97,9 +106,7 @@ def _chunk_scores(arr: pa.Array) -> tuple[np.ndarray, ...]:
         lines = text.split("\n")
         max_len[i] = max(map(len, lines))
         mean_len[i] = (len(text) - (len(lines) - 1)) / len(lines)
-        lo, hi = bounds[i], bounds[i + 1]
-        alnum = int(alnum_before[hi] - alnum_before[lo])
-        alpha = int(alpha_before[hi] - alpha_before[lo])
+        alnum, alpha = alnum_counts[i], alpha_counts[i]
         if not text.isascii():
             more_alpha, more_alnum = _non_ascii_counts(text)
             alpha, alnum = alpha + more_alpha, alnum + more_alnum

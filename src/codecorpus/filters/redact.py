@@ -44,9 +44,14 @@ import hashlib
 import ipaddress
 import math
 import re
+import string
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from codecorpus.config import RedactConfig
 
@@ -65,6 +70,13 @@ class Detector:
     """The part of a match that is replaced (the value of an assignment, not its name)."""
     lower: bool = False
     valid: Callable[[re.Match[str], str, RedactConfig], bool] | None = None
+    names: re.Pattern[str] | None = None
+    """Assignment detectors: a secret-like name (searched in the lowercased identifier
+    around an anchor); ``pattern`` then matches the assignment right after the name."""
+    expand: Callable[[re.Match[str], str], int] | None = None
+    """Where the replaced span really starts, for patterns anchored on an inner literal
+    (``@`` of an address): a pattern that must scan a 64-character local part at every
+    position would be ~10x slower."""
 
 
 # --- validators -------------------------------------------------------------------------
@@ -72,16 +84,36 @@ class Detector:
 _IMAGE_TLDS = frozenset(["png", "jpg", "jpeg", "gif", "svg", "webp", "ico", "bmp", "js", "css", "py", "ts", "json", "html", "md", "txt"])
 
 
+_LOCAL_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}$")
+_LOCAL_BEFORE = frozenset(string.ascii_letters + string.digits + "._%+-")
+
+
+def _email_start(m: re.Match[str], text: str) -> int:
+    """Start of the local part before the ``@`` the pattern matched at (-1: none)."""
+    local = _LOCAL_PART.search(text, max(0, m.start() - 64), m.start())
+    if local is None:
+        return -1
+    start = local.start()
+    while start < m.start() and text[start] in "._%+-":
+        start += 1
+    if start > 0 and text[start - 1] in _LOCAL_BEFORE:
+        return -1  # a local part longer than 64 characters: not an address
+    return start if start < m.start() else -1
+
+
 def _email_ok(m: re.Match[str], text: str, cfg: RedactConfig) -> bool:
-    local, _, domain = m.group(0).partition("@")
-    domain = domain.lower()
+    start = _email_start(m, text)
+    if start < 0:
+        return False
+    local, domain = text[start : m.start()], m.group("domain").lower()
     if local == "git" or domain.rsplit(".", 1)[-1] in _IMAGE_TLDS:
         return False
     return not any(domain == d or domain.endswith("." + d) for d in cfg.keep_email_domains)
 
 
 def _ipv4_ok(m: re.Match[str], text: str, cfg: RedactConfig) -> bool:
-    if "version" in text[max(0, m.start() - 24) : m.start()].lower():
+    before = text[m.start() - 1] if m.start() else " "
+    if before.isalnum() or before in "._" or "version" in text[max(0, m.start() - 24) : m.start()].lower():
         return False
     try:
         return ipaddress.IPv4Address(m.group(0)).is_global
@@ -90,6 +122,9 @@ def _ipv4_ok(m: re.Match[str], text: str, cfg: RedactConfig) -> bool:
 
 
 def _ipv6_ok(m: re.Match[str], text: str, cfg: RedactConfig) -> bool:
+    before = text[m.start() - 1] if m.start() else " "
+    if before.isalnum() or before in "_:.":
+        return False
     try:
         addr = ipaddress.IPv6Address(m.group(0))
     except ValueError:
@@ -144,11 +179,12 @@ def _secret_ok(m: re.Match[str], text: str, cfg: RedactConfig) -> bool:
 
 _ASSIGN = r"""["']?\s*(?:=|:=|:|=>|->)\s*(?:[rbuRBU]?(?P<q>["'`]))?"""
 _VALUE_END = r"""(?(q)(?P=q)|(?=[\s,;)\]}]|$))"""
-_PASSWORD_NAME = r"(?i:[\w.\-]*(?:passw(?:or)?d|passphrase|\bpwd)[\w.\-]*)"
-_SECRET_NAME = (
-    r"(?i:[\w.\-]*(?:secret|token|api_?key|apikey|access_?key|auth_?key|private_?key|"
-    r"credential|signing_?key|encryption_?key|client_?key)[\w.\-]*)"
+_PASSWORD_NAME = re.compile(r"passw(?:or)?d|passphrase|(?<![a-z])pwd")
+_SECRET_NAME = re.compile(
+    r"secret|token|api[_\-]?key|access[_\-]?key|auth[_\-]?key|private[_\-]?key|credential|"
+    r"signing[_\-]?key|encryption[_\-]?key|client[_\-]?key"
 )
+_NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_.-")
 
 
 def _d(kind: str, pattern: str, anchors: str, **kw) -> Detector:
@@ -180,17 +216,16 @@ DETECTORS: tuple[Detector, ...] = (
     _d("slack_webhook", r"https://hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9/_]{20,}", "hooks.slack.com"),
     _d("slack_token", r"\bxox[abposre]-[A-Za-z0-9-]{10,250}", "xoxa- xoxb- xoxp- xoxo- xoxs- xoxr- xoxe-"),
     _d("stripe_key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{20,99}\b", "sk_live_ sk_test_ rk_live_ rk_test_"),
-    _d("password", r"(?<![\w.\-])" + _PASSWORD_NAME + _ASSIGN + r"(?P<value>(?(q)[^\s\"'`]{4,128}|[^\s\"'`()\[\]{},;<>]{4,128}))" + _VALUE_END,
-       "pass pwd", group="value", lower=True, valid=_password_ok),
-    _d("secret", r"(?<![\w.\-])" + _SECRET_NAME + _ASSIGN + r"(?P<value>[A-Za-z0-9+/=_\-.~:]{8,512})" + _VALUE_END,
-       "secret token key credential", group="value", lower=True, valid=_secret_ok),
-    _d("email",
-       r"(?<![\w.+%-])[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+"
-       r"[A-Za-z]{2,24}(?![\w(-])", "@", valid=_email_ok),
+    _d("password", _ASSIGN + r"(?P<value>(?(q)[^\s\"'`]{4,128}|[^\s\"'`()\[\]{},;<>]{4,128}))" + _VALUE_END,
+       "pass pwd", group="value", lower=True, valid=_password_ok, names=_PASSWORD_NAME),
+    _d("secret", _ASSIGN + r"(?P<value>[A-Za-z0-9+/=_\-.~:]{8,512})" + _VALUE_END,
+       "secret token key credential", group="value", lower=True, valid=_secret_ok, names=_SECRET_NAME),
+    _d("email", r"@(?P<domain>(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24})(?![\w(-])",
+       "@", valid=_email_ok, expand=_email_start),
     _d("ipv4",
-       r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?!\w|\.\d)",
+       r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}(?!\w|\.\d)",
        ".", valid=_ipv4_ok),
-    _d("ipv6", r"(?<![\w:.])[23][0-9A-Fa-f]{3}:(?:[0-9A-Fa-f]{0,4}:){1,6}[0-9A-Fa-f]{0,4}(?![\w:])",
+    _d("ipv6", r"[23][0-9A-Fa-f]{3}:(?:[0-9A-Fa-f]{0,4}:){1,6}[0-9A-Fa-f]{0,4}(?![\w:])",
        ":", valid=_ipv6_ok),
 )
 KINDS: tuple[str, ...] = tuple(d.kind for d in DETECTORS)
@@ -219,6 +254,25 @@ def _pseudonym(address: str, salt: str) -> str:
     return f"{net}.{1 + h[1] % 254}"
 
 
+def _assignments(det: Detector, text: str, lowered: str) -> list[re.Match[str]]:
+    """Assignments to a name holding one of ``det.anchors`` (found with ``str.find``, which
+    is memchr-fast, instead of a case-insensitive regex scan, which is ~40x slower)."""
+    ends: set[int] = set()
+    for anchor in det.anchors:
+        pos = lowered.find(anchor)
+        while pos >= 0:
+            start, end = pos, pos + len(anchor)
+            while start > 0 and text[start - 1] in _NAME_CHARS:
+                start -= 1
+            while end < len(text) and text[end] in _NAME_CHARS:
+                end += 1
+            if det.names is not None and det.names.search(lowered, start, end):
+                ends.add(end)
+            pos = lowered.find(anchor, end)
+    found = [det.pattern.match(text, end) for end in sorted(ends)]
+    return [m for m in found if m is not None]
+
+
 def find_spans(text: str, cfg: RedactConfig, kinds: frozenset[str] | None = None) -> list[tuple[int, int, str]]:
     """Non-overlapping ``(start, end, kind)`` spans to replace, left to right."""
     lowered: str | None = None
@@ -233,9 +287,11 @@ def find_spans(text: str, cfg: RedactConfig, kinds: frozenset[str] | None = None
             haystack = text
         if not any(a in haystack for a in det.anchors):
             continue
-        for m in det.pattern.finditer(text):
+        matches = _assignments(det, text, haystack) if det.names is not None else det.pattern.finditer(text)
+        for m in matches:
             if det.valid is None or det.valid(m, text, cfg):
                 start, end = m.span(det.group)
+                start = det.expand(m, text) if det.expand is not None else start
                 if end > start:
                     found.append((start, end, det.kind))
     found.sort(key=lambda s: (s[0], -s[1]))
@@ -246,15 +302,18 @@ def find_spans(text: str, cfg: RedactConfig, kinds: frozenset[str] | None = None
     return spans
 
 
-def redact_text(text: str, cfg: RedactConfig, salt: str = "") -> tuple[str, Counter[str]]:
+def redact_text(
+    text: str, cfg: RedactConfig, salt: str = "", skip: frozenset[str] = frozenset()
+) -> tuple[str, Counter[str]]:
     """``text`` with every detected span replaced, and the number of spans per kind.
 
-    ``salt`` (the document id in the stage) keys IP pseudonyms.
+    ``salt`` (the document id in the stage) keys IP pseudonyms; ``skip`` names kinds a
+    caller already knows are absent (:func:`redact_column`'s RE2 pre-check).
 
     >>> redact_text("mail bob@corp.io from 8.8.8.8, not 10.0.0.1", RedactConfig())
     ('mail <EMAIL> from <IP_ADDRESS>, not 10.0.0.1', Counter({'email': 1, 'ipv4': 1}))
     """
-    kinds = frozenset(cfg.kinds) if cfg.kinds is not None else None
+    kinds = (frozenset(cfg.kinds) if cfg.kinds is not None else frozenset(KINDS)) - skip
     spans = find_spans(text, cfg, kinds)
     if not spans:
         return text, Counter()
@@ -269,3 +328,28 @@ def redact_text(text: str, cfg: RedactConfig, salt: str = "") -> tuple[str, Coun
         pos = end
     out.append(text[pos:])
     return "".join(out), counts
+
+
+# Python's ``re`` scans digit classes at ~30 MB/s; RE2 over the whole column is far
+# faster, so rows without even the shape of an address skip those detectors.
+_PRECHECKS = {
+    "ipv4": r"\d\.\d{1,3}\.\d{1,3}\.\d",
+    "ipv6": r"[23][0-9A-Fa-f]{3}:[0-9A-Fa-f]{0,4}:",
+}
+
+
+def redact_column(
+    texts: pa.Array | pa.ChunkedArray, salts: list[str], cfg: RedactConfig
+) -> tuple[list[str], list[Counter[str]]]:
+    """Redact every text of a column: the new texts and each row's counts per kind."""
+    absent = {
+        kind: ~np.asarray(pc.match_substring_regex(texts, pattern).to_numpy(zero_copy_only=False), bool)
+        for kind, pattern in _PRECHECKS.items()
+    }
+    out_texts, out_counts = [], []
+    for i, (text, salt) in enumerate(zip(texts.to_pylist(), salts, strict=True)):
+        skip = frozenset(kind for kind, rows in absent.items() if rows[i])
+        new, counts = redact_text(text, cfg, salt, skip)
+        out_texts.append(new)
+        out_counts.append(counts)
+    return out_texts, out_counts

@@ -80,7 +80,7 @@ def _decontaminate(
     overlap, labels = np.full(n, np.nan), [None] * n
     if index is not None:
         rows = np.flatnonzero(keep)
-        found = decontam.match(table.column(schema.TEXT).take(pa.array(rows)).to_pylist(), index)
+        found = decontam.match(table.column(schema.TEXT).take(pa.array(rows, pa.int64())), index)
         overlap[rows] = found.overlap
         for i, label in zip(rows.tolist(), found.label, strict=True):
             labels[i] = label
@@ -97,13 +97,11 @@ def _redact(table: pa.Table, cfg: FiltersConfig) -> tuple[pa.Table, Counter[str]
     counts = np.zeros(table.num_rows, np.int32)
     if cfg.redact is None or table.num_rows == 0:
         return with_column(table, schema.REDACTED, pa.array(counts)), counters
-    texts = table.column(schema.TEXT).to_pylist()
-    ids = table.column(schema.ID).to_pylist()
+    texts, per_row = redact.redact_column(table.column(schema.TEXT), table.column(schema.ID).to_pylist(), cfg.redact)
     nbytes = table.column(schema.BYTES).to_pylist()
     hashes = table.column(schema.CONTENT_HASH).to_pylist()
     changed = False
-    for i, (text, doc_id) in enumerate(zip(texts, ids, strict=True)):
-        new, kinds = redact.redact_text(text, cfg.redact, salt=doc_id)
+    for i, (new, kinds) in enumerate(zip(texts, per_row, strict=True)):
         if not kinds:
             continue
         changed = True
@@ -125,7 +123,9 @@ def run(table: pa.Table, cfg: FiltersConfig, index: decontam.DecontamIndex | Non
     ``index`` is the benchmark index the executor built once on the driver; when it
     is None and ``cfg.decontam`` is set, it is built (and cached) in this process.
     """
-    if index is None and cfg.decontam is not None:
+    if cfg.decontam is None:
+        index = None
+    elif index is None:
         index = decontam.cached_index(cfg.decontam)
     table = annotate(table)
     verdict = rules.judge(table, cfg)

@@ -38,6 +38,13 @@ SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", "
 _CORRUPT = (tarfile.TarError, zipfile.BadZipFile, zlib.error, EOFError, zstandard.ZstdError, OSError, ValueError)
 
 
+def store_errors() -> tuple[type[Exception], ...]:
+    """S3 client errors: an object that cannot be fetched is ``unreadable`` data, not a crash."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    return (BotoCoreError, ClientError)
+
+
 def is_archive(name: str) -> bool:
     return name.lower().endswith(SUFFIXES)
 
@@ -85,6 +92,9 @@ def read_archive(ref: ArchiveRef, out: Collector) -> None:
         seen += 1
     except _CORRUPT as err:
         out.drop(archive_origin, ref.size, "corrupt_archive", f"{type(err).__name__}: {err}"[:300])
+        seen += 1
+    except store_errors() as err:
+        out.drop(archive_origin, ref.size, "unreadable", type(err).__name__)
         seen += 1
     if seen == 0:
         out.drop(archive_origin, ref.size, "empty_archive")

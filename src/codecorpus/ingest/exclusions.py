@@ -134,7 +134,7 @@ def decode(data: bytes, min_evidence: int) -> tuple[str | None, str, str | None]
     for bom, name in _UTF_BOMS:
         if data.startswith(bom):
             try:
-                return data.decode(name), name, None
+                return data[len(bom):].decode(name.removesuffix("-sig")), name, None
             except UnicodeDecodeError as err:
                 return None, name, f"bad {name} at byte {err.start}"
     if b"\x00" in data[:BINARY_SNIFF_BYTES]:

@@ -321,7 +321,25 @@ def _s3_units(src: S3Source, cfg: IngestConfig) -> list[Unit]:
             ))
         else:
             units.append(_s3_file(src, rel, key, size, bucket, conn, vendored, cfg))
-    return units
+    return units if src.license else _s3_licenses(units)
+
+
+def _s3_licenses(units: list[Unit]) -> list[Unit]:
+    """Detect each S3 repository's license from its top-level LICENSE/README objects."""
+    from codecorpus.ingest import s3
+
+    texts: dict[str, dict[str, str]] = {}
+    for u in units:
+        if isinstance(u, FileRef) and u.skip is None and "/" not in u.path and license.is_candidate(u.path):
+            data, reason, _ = s3.read_object(u)
+            if reason is None:
+                texts.setdefault(u.repo, {})[u.path] = data[:200_000].decode("utf-8", "replace")
+    found = {repo: license.detect(files) for repo, files in texts.items()}
+    return [
+        dataclasses.replace(u, license=found[u.repo][0], license_method=found[u.repo][1])
+        if isinstance(u, FileRef) and u.repo in found else u
+        for u in units
+    ]
 
 
 def _s3_file(src: S3Source, rel: str, key: str, size: int, bucket: str, conn, vendored, cfg) -> FileRef:

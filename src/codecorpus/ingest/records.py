@@ -32,6 +32,7 @@ import zstandard
 
 from codecorpus.config import IngestConfig, RecipeError, RecordsSource
 from codecorpus.ingest import s3 as s3mod
+from codecorpus.ingest.archive import store_errors
 from codecorpus.ingest.read import Collector, Origin
 from codecorpus.ingest.refs import RecordRef, S3Conn
 
@@ -117,6 +118,8 @@ def read_records(ref: RecordRef, out: Collector) -> None:
             _record(ref, cols, stem, i, record, out)
     except _CorruptFile as err:
         out.drop(unit_origin, ref.size, "corrupt_file", str(err)[:300])
+    except store_errors() as err:
+        out.drop(unit_origin, ref.size, "unreadable", type(err).__name__)
     emitted = len(out.drops) + len(out.docs.get("id", [])) - before
     if emitted == 0:
         out.drop(unit_origin, ref.size, "empty_file")

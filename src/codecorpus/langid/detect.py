@@ -24,9 +24,10 @@ import enry
 from codecorpus import schema
 from codecorpus.langid import languages
 
-_HEAD_BYTES = 64 * 1024
-"""Content the heuristics and the classifier see (Linguist reads the whole blob;
-the first 64 KiB decide every heuristic in practice and bound the cost)."""
+_HEAD_BYTES = 16 * 1024
+"""Content the heuristics and the classifier see. Linguist reads the whole blob; the
+markers its heuristics look for (includes, ``@interface``, ``use strict``) sit at the
+top, and 16 KiB bounds the cost of Go's regexes (4x faster than 64 KiB in the bench)."""
 
 MAGIKA_TO_LINGUIST = {
     "asm": "Assembly", "awk": "Awk", "batch": "Batchfile", "c": "C", "clojure": "Clojure",
@@ -70,6 +71,14 @@ def detect(path: str, text: str, *, magika: bool = True, magika_min_score: float
     data = text[:_HEAD_BYTES].encode("utf-8", "surrogatepass")
     if not shebang and data.startswith(b"#!"):
         data = data.split(b"\n", 1)[-1]
+    fast = _fast_extension(name, data)
+    if fast is not None:
+        return fast, "extension"
+    if _plain_ambiguous(name, data):
+        # Linguist's heuristics decide before its classifier: run them once, not twice
+        by_content = enry.get_language_by_content(name, data).language
+        if by_content:
+            return by_content, "content"
     lang = enry.get_language(name, data) if name or data else ""
     method = _method(name, data, lang) if lang else schema.UNKNOWN
     if method in _AFTER_SHEBANG and shebang:
@@ -92,6 +101,46 @@ def detect(path: str, text: str, *, magika: bool = True, magika_min_score: float
     return _table(name, text, shebang)
 
 
+def _fast_extension(name: str, data: bytes) -> str | None:
+    """The extension's language when Linguist's chain could not say otherwise, else None.
+
+    That is: no modeline hint, no ``#!``, no file-name rule, not an ambiguous extension,
+    and enry's extension answer equals codecorpus's table. Skipping the chain there
+    (most files: ``.py``, ``.js``, ``.json``) is what keeps langid fast; everything
+    else goes through the full chain.
+    """
+    if not name or "." not in name or data.startswith(b"#!") or _has_modeline_hint(data):
+        return None
+    ext = name[name.rfind("."):].lower()
+    if ext in AMBIGUOUS_EXTENSIONS:
+        return None
+    usual = _by_extension(name)
+    if usual is None or enry.get_language_by_filename(name).language:
+        return None
+    return usual
+
+
+@functools.lru_cache(maxsize=65536)
+def _by_extension(name: str) -> str | None:
+    """Extension answer when enry's and the table's agree (cached per base name)."""
+    usual = languages.language_from_extension(name)
+    return usual if usual is not None and enry.get_language_by_extension(name).language == usual else None
+
+
+def _plain_ambiguous(name: str, data: bytes) -> bool:
+    """An ambiguous extension with no shebang, modeline or file-name rule to outrank it."""
+    if "." not in name or name[name.rfind("."):].lower() not in AMBIGUOUS_EXTENSIONS:
+        return False
+    if data.startswith(b"#!") or _has_modeline_hint(data):
+        return False
+    return not enry.get_language_by_filename(name).language
+
+
+def _has_modeline_hint(data: bytes) -> bool:
+    head, tail = data[:2048], data[-2048:]
+    return any(h.encode() in head or h.encode() in tail for h in _MODELINE_HINTS)
+
+
 MIN_CLASSIFIER_BYTES = 16
 MIN_MAGIKA_BYTES = 32
 _AFTER_SHEBANG = ("extension", "content", "classifier", schema.UNKNOWN)
@@ -106,9 +155,7 @@ def _table_shebang(text: str) -> str | None:
 
 def _method(name: str, data: bytes, lang: str) -> str:
     """Which single Linguist strategy, in Linguist's order, gives the chain's answer."""
-    head = data[:2048]
-    tail = data[-2048:]
-    if any(h.encode() in head or h.encode() in tail for h in _MODELINE_HINTS) and (
+    if _has_modeline_hint(data) and (
         enry.get_language_by_modeline(data).language == lang
     ):
         return "modeline"
@@ -118,14 +165,11 @@ def _method(name: str, data: bytes, lang: str) -> str:
         return "shebang"
     if name and "." in name:
         ext = name[name.rfind("."):].lower()
-        by_ext = enry.get_language_by_extension(name).language
-        by_content = enry.get_language_by_content(name, data).language
-        usual = languages.language_from_extension(name)
         if ext in AMBIGUOUS_EXTENSIONS:
-            return "content" if by_content == lang else "classifier"
-        if by_ext == lang or usual == lang:
+            return "content" if enry.get_language_by_content(name, data).language == lang else "classifier"
+        if lang in (enry.get_language_by_extension(name).language, languages.language_from_extension(name)):
             return "extension"
-        if by_content == lang:
+        if enry.get_language_by_content(name, data).language == lang:
             return "content"
     return "classifier"
 

@@ -3,6 +3,7 @@
 Numpy and pyarrow only: importing this package never imports torch, megatron or ray.
 """
 
+from codecorpus.manifests.loader import PackedLoader
 from codecorpus.manifests.manifest import (
     ShardRecord,
     build_run_manifest,
@@ -34,6 +35,7 @@ __all__ = [
     "DTYPE_CODES",
     "FileInfo",
     "IndexInfo",
+    "PackedLoader",
     "ShardFormatError",
     "ShardRecord",
     "build_run_manifest",

@@ -87,7 +87,7 @@ class PackedLoader:
 
     def _open(self, record: dict[str, Any]) -> _Shard:
         prefix = self.set_dir / record["prefix"]
-        for key, info in record["files"].items():
+        for info in record["files"].values():
             size = (self.set_dir / info["path"]).stat().st_size
             if size != info["bytes"]:
                 raise ValueError(f"{info['path']}: {size} bytes, the manifest says {info['bytes']}: run "

@@ -652,7 +652,26 @@ def _show_set(m: dict[str, Any], top: int = 8) -> list[str]:
         f"  languages   {share}",
         f"  shards      {len(m['shards'])}",
         f"  data_path   {' '.join(m['megatron']['data_path'])}",
+        *_show_extras(m),
     ]
+
+
+def _show_extras(m: dict[str, Any]) -> list[str]:
+    """FIM counts and long-context statistics, when the set has them."""
+    lines = []
+    fim = m["packing"].get("fim")
+    if fim:
+        lines.append(f"  fim         rate {fim['rate']}  documents {fim['fim_documents']:,} "
+                     f"(PSM {fim['fim_psm']:,}, SPM {fim['fim_spm']:,})")  # fmt: skip
+    lc = m.get("long_context")
+    if lc:
+        lines.append(
+            f"  long        {lc['repositories']:,} repositories, {lc['sequences']:,} sequences, "
+            f"{lc['single_repo_sequences']:,} single-repo ({lc['single_repo_token_share']:.1%} of tokens), "
+            f"{lc['continuations']:,} continuations"
+        )
+        lines.append(f"  lengths     {lc['sequence_tokens_histogram']}")
+    return lines
 
 
 def show(path: Path | str) -> str:

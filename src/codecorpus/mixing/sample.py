@@ -145,4 +145,11 @@ def mix_record(run: schema.RunPaths, out: OutputSet, shard_achieved: list[dict[s
             "share": tokens / all_tokens if all_tokens else 0.0,
             "error_vs_target": (tokens / g.target_tokens - 1.0) if g.target_tokens else 0.0,
         }
-    return {"plan": plan.to_json(), "achieved": achieved, "tokens": all_tokens}
+    gaps = [abs(achieved[g.group]["share"] - g.target_share) for g in plan.groups]
+    return {
+        "plan": plan.to_json(), "achieved": achieved, "tokens": all_tokens,
+        # how far the mixture is from the plan's shares: whole documents cannot hit a
+        # tiny group's target exactly, but they barely move the mixture
+        "share_error_max": max(gaps, default=0.0),
+        "total_variation": sum(gaps) / 2,
+    }

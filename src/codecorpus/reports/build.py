@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
+from codecorpus import schema
 from codecorpus.reports import compare as cmp
 from codecorpus.reports import tables as tb
 from codecorpus.reports.html import (
@@ -35,8 +36,6 @@ from codecorpus.runtime.tasks import write_parquet
 
 def write_tables(root: Path, tables: dict[str, pa.Table]) -> None:
     """Every table as zstd Parquet and as CSV (header always written, even when empty)."""
-    from codecorpus import schema
-
     run = schema.RunPaths(root)
     for name, table in tables.items():
         write_parquet(run.report_table(name, ".parquet"), table)
@@ -62,7 +61,7 @@ def write_report(root: Path | str, compare_to: Path | str | None = None) -> list
     return pages
 
 
-def _remove_compare(run: Any) -> None:
+def _remove_compare(run: schema.RunPaths) -> None:
     for path in [run.report_compare, *run.report_dir.glob("compare_*")]:
         path.unlink(missing_ok=True)
 
@@ -148,8 +147,10 @@ def drops_section(page: Page, rows: list[dict[str, Any]]) -> None:
     if not rows:
         page.section("drops", "Drops by reason and language", [empty("no document was dropped")])
         return
-    cats = sorted({f"{r['stage']}: {r['reason']}" for r in rows},
-                  key=lambda c: -sum(r["docs"] for r in rows if f"{r['stage']}: {r['reason']}" == c))
+    per_cat: dict[str, int] = {}
+    for r in rows:
+        per_cat[f"{r['stage']}: {r['reason']}"] = per_cat.get(f"{r['stage']}: {r['reason']}", 0) + r["docs"]
+    cats = sorted(per_cat, key=lambda c: (-per_cat[c], c))  # ties by name: same bytes on every run
     agg: dict[str, float] = {}
     for r in rows:
         agg[r["lang"]] = agg.get(r["lang"], 0) + r["docs"]
@@ -270,7 +271,7 @@ def plan_section(page: Page, data: tb.RunData, rows: list[dict[str, Any]]) -> No
     cols = ["set", "group", "status", "available_tokens", "natural_share", "weight", "target_share", "target_tokens",
             "rate", "max_epochs", "shortfall_tokens", "achieved_tokens", "achieved_share", "error_vs_target"]
     kinds = {c: "pct" for c in ("natural_share", "weight", "target_share", "achieved_share", "error_vs_target")}
-    parts.append(table_html(rows, cols, {**kinds, "rate": "float", "target_tokens": ""}, csv_name="mix_plan"))
+    parts.append(table_html(rows, cols, {**kinds, "rate": "float", "target_tokens": "int"}, csv_name="mix_plan"))
     page.section("mixplan", "Mixture: plan vs achieved", parts)
 
 

@@ -119,7 +119,7 @@ def _share_section(page: Page, rows: list[dict[str, Any]]) -> None:
         if not mine:
             continue
         keep = top_keys({r["lang"]: abs(r["delta"]) for r in mine}, 15)
-        picked = sorted((r for r in mine if r["lang"] in keep), key=lambda r: -abs(r["delta"]))
+        picked = sorted((r for r in mine if r["lang"] in keep), key=lambda r: (-abs(r["delta"]), r["lang"]))
         metrics[m] = {"format": "pct", "categories": [r["lang"] for r in picked], "series": [
             {"name": "A", "values": [r["share_a"] for r in picked]},
             {"name": "B", "values": [r["share_b"] for r in picked]}]}
@@ -129,7 +129,7 @@ def _share_section(page: Page, rows: list[dict[str, Any]]) -> None:
     for m, spec in metrics.items():
         parts.append(f"<h3>{m} share</h3>")
         parts.append(page.chart({"kind": "hbar", "categories": spec.pop("categories"), "metrics": {m: spec}}))
-    table = sorted((r for r in stage_rows if r["metric"] == first), key=lambda r: -abs(r["delta"]))
+    table = sorted((r for r in stage_rows if r["metric"] == first), key=lambda r: (-abs(r["delta"]), r["lang"]))
     parts.append(table_html(table, ["stage", "metric", "lang", "share_a", "share_b", "delta"],
                             {"share_a": "pct", "share_b": "pct", "delta": "pct"}, csv_name="compare_lang_share"))
     page.section("share", "Language shares", parts)

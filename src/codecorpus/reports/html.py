@@ -75,10 +75,12 @@ def _cell(value: Any, kind: str) -> str:
         return f"<td>{value:.2%}</td>"
     if kind == "float":
         return f"<td>{value:,.3f}</td>"
+    if kind == "int":
+        return f"<td>{round(value):,}</td>"
     if isinstance(value, int):
         return f"<td>{value:,}</td>"
     if isinstance(value, float):
-        return f"<td>{value:,.4g}</td>"
+        return f"<td>{int(value):,}</td>" if value.is_integer() else f"<td>{value:,.4g}</td>"
     return f'<td class="text">{html.escape(str(value))}</td>'
 
 

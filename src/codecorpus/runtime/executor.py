@@ -27,7 +27,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from codecorpus import schema
 from codecorpus.config import STAGE_ORDER, Recipe, RecipeError, config_hash, recipe_to_yaml
-from codecorpus.dedup import near
+from codecorpus.dedup import forks, near
 from codecorpus.filters import decontam
 from codecorpus.filters import stage as filters_stage
 from codecorpus.ingest import plan as ingest_plan
@@ -85,6 +85,7 @@ def init_ray(workers: int | None, address: str | None, object_store_bytes: int =
         ray.init(address=address, log_to_driver=False)
         return
     ray.init(
+        address="local",  # always a private instance: never join a cluster found in /tmp/ray (issue 5 fix)
         num_cpus=workers or os.cpu_count() or 1,
         object_store_memory=object_store_bytes,
         include_dashboard=False,
@@ -125,8 +126,10 @@ class Executor:
             self._shards = ingest_plan.plan_shards(self.recipe.sources, self.recipe.stages.ingest)
             plan_hash = config_hash([ingest_plan.plan_fingerprint(s) for s in self._shards])
         self._hashes = stage_hashes(self.recipe, plan_hash)
-        self.run.root.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(self.run.recipe, recipe_to_yaml(self.recipe).encode())
+        try:  # fail before any work when the run directory cannot be written at all
+            atomic_write_bytes(self.run.recipe, recipe_to_yaml(self.recipe).encode())
+        except OutputWriteError as err:
+            raise PipelineError(str(err)) from None
         steps = {
             "ingest": self.ingest,
             "langid": self.langid,
@@ -174,11 +177,9 @@ class Executor:
         n, b = self._shard_count(upstream), cfg.buckets
         up_ctx = self._ctx(upstream)
         shard_rows = [tasks.read_marker(up_ctx, schema.shard_name(i))["stats"]["rows_out"] for i in range(n)]
-        self._run_phase("dedup: signatures", [
-            (f"sig-{schema.shard_name(i)}", tasks.scatter_task, ctx, "sig", i, upstream,
-             functools.partial(near.candidates, cfg=cfg, seed=self.recipe.seed))
-            for i in range(n)
-        ], ctx)
+        if cfg.forks.enabled:
+            self._dedup_forks(ctx, upstream, n)
+        self._run_phase("dedup: signatures", [self._dedup_sig_job(ctx, upstream, i) for i in range(n)], ctx)
         self._run_phase("dedup: pairs", [
             (f"pairs-p{p:05d}", tasks.reduce_task, ctx, "pairs", "sig", p, n, functools.partial(near.pairs, cfg=cfg))
             for p in range(b)
@@ -199,9 +200,45 @@ class Executor:
         ], ctx)
         jobs = [
             (schema.shard_name(i), tasks.apply_task, ctx, i, upstream, "keep", b, functools.partial(near.apply, cfg=cfg))
+            if not cfg.forks.enabled else
+            (schema.shard_name(i), tasks.apply_sides_task, ctx, i, upstream, (("keep", b), ("fdecide", 1)),
+             functools.partial(near.apply_with_forks, cfg=cfg))
             for i in range(n)
         ]
         return self._finish_shard_stage("dedup", jobs, label="dedup: apply")
+
+    # --- issue 5: repository-level fork removal (dedup/forks.py) ----------------------
+
+    def _dedup_forks(self, ctx: TaskContext, upstream: str, n: int) -> None:
+        """fkeys (per shard) -> fcount (per hash bucket) -> fedges (per repo bucket) -> fdecide (one task)."""
+        cfg = self.recipe.stages.dedup
+        b = cfg.buckets
+        self._run_phase("dedup: fork keys", [
+            (f"fkeys-{schema.shard_name(i)}", tasks.scatter_task, ctx, "fkeys", i, upstream,
+             functools.partial(forks.keys, cfg=cfg))
+            for i in range(n)
+        ], ctx)
+        self._run_phase("dedup: fork count", [
+            (f"fcount-p{p:05d}", tasks.reduce_task, ctx, "fcount", "fkeys", p, n, functools.partial(forks.count, cfg=cfg))
+            for p in range(b)
+        ], ctx)
+        self._run_phase("dedup: fork edges", [
+            (f"fedges-p{p:05d}", tasks.reduce_task, ctx, "fedges", "fcount", p, b, functools.partial(forks.edges, cfg=cfg))
+            for p in range(b)
+        ], ctx)
+        self._run_phase("dedup: fork decide", [
+            ("fdecide-p00000", tasks.reduce_task, ctx, "fdecide", "fedges", 0, b,
+             functools.partial(forks.decide, cfg=cfg, n_shards=n))
+        ], ctx)
+
+    def _dedup_sig_job(self, ctx: TaskContext, upstream: str, i: int) -> tuple:
+        """The signatures task of shard ``i``; with forks on it reads the removed repositories too."""
+        cfg, name = self.recipe.stages.dedup, f"sig-{schema.shard_name(i)}"
+        if cfg.forks.enabled:
+            fn = functools.partial(near.candidates_without_forks, cfg=cfg, seed=self.recipe.seed)
+            return (name, tasks.scatter_side_task, ctx, "sig", i, upstream, "fdecide", 1, fn)
+        fn = functools.partial(near.candidates, cfg=cfg, seed=self.recipe.seed)
+        return (name, tasks.scatter_task, ctx, "sig", i, upstream, fn)
 
     def tokenize(self) -> tuple[int, int]:
         tok_cfg = self.tokenizer_config()

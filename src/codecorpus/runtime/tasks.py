@@ -261,6 +261,25 @@ def scatter_side_task(
     return stats
 
 
+def apply_sides_task(
+    ctx: TaskContext, shard: int, in_stage: str, sides: tuple[tuple[str, int], ...],
+    fn: Callable[..., MapResult],
+) -> dict:
+    """``apply_task`` with several routed side tables: ``fn(table, side_1, side_2, ...)``."""
+    t0 = time.perf_counter()
+    table = read_parquet(ctx.run.part(in_stage, shard))
+    side_tables = [
+        pa.concat_tables([read_parquet(ctx.run.work_part(ctx.stage, phase, shard, p)) for p in range(n)])
+        for phase, n in sides
+    ]
+    result = fn(table, *side_tables)
+    stats = result_stats(
+        table.num_rows, _sum(table, schema.BYTES), _sum(table, schema.NUM_TOKENS),
+        lang_breakdown(table), result, time.perf_counter() - t0,
+    )
+    return finish_shard(ctx, shard, result, stats)
+
+
 # --- end issue 5 block ---------------------------------------------------------------------
 
 

@@ -1,0 +1,263 @@
+"""The audit report on real runs: tables equal the stage stats, compare deltas, and the page in Chromium."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from codecorpus import schema
+from codecorpus.cli import app
+from codecorpus.config import load_recipe_data
+from codecorpus.reports.assets import CHARTS_JS, ERROR_TRAP
+from codecorpus.reports.build import write_report
+from codecorpus.runtime.executor import Executor
+from conftest import write_repos
+
+
+def recipe(corpus: Path, out: Path, **filters) -> dict:
+    return {
+        "name": "report-e2e", "seed": 1, "out": str(out),
+        "sources": [{"type": "local", "name": "fixture", "path": str(corpus)}],
+        "stages": {"ingest": {"shard_bytes": 300}, "langid": {}, "filters": dict(filters), "dedup": {"buckets": 2},
+                   "tokenize": {}, "pack": {}},
+        "tokenizer": {"builtin": "gpt2"},
+        "outputs": [{"name": "mixed", "seq_len": 64, "mix": {"budget_tokens": 1500, "max_epochs": 8}},
+                    {"name": "plain", "seq_len": 64}],
+    }
+
+
+def run(data: dict, run_dir: Path) -> None:
+    Executor(load_recipe_data(data), run_dir, quiet=True).run_pipeline()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, ray_local):
+    """Run A (default filters) and run B (its copy, rerun with the line-length filters relaxed)."""
+    corpus = write_repos(tmp_path_factory.mktemp("corpus"))
+    a = tmp_path_factory.mktemp("run") / "a"
+    run(recipe(corpus, a), a)
+    b = a.parent / "b"
+    shutil.copytree(a, b)
+    run(recipe(corpus, b, max_line_len=3000, max_mean_line_len=3000), b)
+    write_report(a, compare_to=b)
+    return a, b
+
+
+def table(run_dir: Path, name: str) -> list[dict]:
+    return pq.read_table(schema.RunPaths(run_dir).report_table(name, ".parquet")).to_pylist()
+
+
+def stats(run_dir: Path, stage: str) -> dict:
+    return json.loads(schema.RunPaths(run_dir).stats(stage).read_text())
+
+
+STAGES = ["ingest", "langid", "filters", "dedup", "tokenize", "pack"]
+
+
+def test_funnel_and_mix_tables_equal_the_stage_stats(runs):
+    a, _ = runs
+    funnel = table(a, "funnel")
+    assert [r["stage"] for r in funnel] == STAGES
+    for r in funnel:
+        s = stats(a, r["stage"])
+        assert (r["docs_in"], r["docs_out"], r["docs_dropped"]) == (s["rows_in"], s["rows_out"], sum(s["dropped"].values()))
+        assert (r["bytes_in"], r["bytes_out"], r["bytes_dropped"]) == (
+            s["bytes_in"], s["bytes_out"], sum(s["dropped_bytes"].values()))
+        if r["stage"] in ("tokenize", "pack"):
+            assert r["tokens_out"] == s["tokens_out"] > 0
+        else:
+            assert r["tokens_out"] is None  # not known before tokenize
+    mix = table(a, "mix_by_stage")
+    for stage in STAGES:
+        s = stats(a, stage)
+        for side in ("in", "out"):
+            got = {r["lang"]: [r["docs"], r["bytes"], r["tokens"] or 0] for r in mix if (r["stage"], r["side"]) == (stage, side)}
+            assert got == s[f"langs_{side}"], (stage, side)
+            shares = [r["docs_share"] for r in mix if (r["stage"], r["side"]) == (stage, side)]
+            assert not shares or abs(sum(shares) - 1) < 1e-9
+
+
+def test_drop_and_dedup_tables_equal_the_stage_stats(runs):
+    a, _ = runs
+    drops = table(a, "drops")
+    for stage in STAGES:
+        s = stats(a, stage)
+        by_lang: dict[str, dict[str, int]] = {}
+        by_reason: dict[str, int] = {}
+        for r in (r for r in drops if r["stage"] == stage):
+            by_lang.setdefault(r["lang"], {})[r["reason"]] = r["docs"]
+            by_reason[r["reason"]] = by_reason.get(r["reason"], 0) + r["bytes"]
+        assert by_lang == s["dropped_by_lang"], stage
+        assert by_reason == s["dropped_bytes"], stage
+    assert {(r["stage"], r["reason"]) for r in drops} >= {("filters", "max_line_len"), ("dedup", "exact_duplicate")}
+    dedup = {r["lang"]: r for r in table(a, "dedup_by_lang")}
+    assert dedup["Python"]["duplicates"] == 1 and dedup["Python"]["dup_rate"] == pytest.approx(1 / 2)
+    sizes = table(a, "cluster_sizes")
+    assert {(r["size"], r["clusters"]) for r in sizes} >= {(2, 1)}  # main.py and its copy
+
+
+def test_filter_scores_mark_the_recipe_thresholds(runs):
+    a, _ = runs
+    scores = table(a, "filter_scores")
+    line = [r for r in scores if r["score"] == "max_line_len"]
+    assert line and {r["threshold"] for r in line} == {1000.0} and {r["direction"] for r in line} == {"max"}
+    assert sum(r["dropped"] for r in line) == 1  # long.js
+    assert sum(r["kept"] for r in line) == stats(a, "filters")["rows_out"]
+    alnum = [r for r in scores if r["score"] == "alnum_frac"]
+    assert alnum and {r["direction"] for r in alnum} == {"min"} and alnum[0]["threshold"] == pytest.approx(0.25)
+
+
+def test_lengths_plan_and_sets_tables(runs):
+    a, _ = runs
+    lengths = table(a, "lengths")
+    tokens = [r for r in lengths if r["metric"] == "tokens"]
+    assert sum(r["docs"] for r in tokens) == stats(a, "tokenize")["rows_out"]
+    plan = table(a, "mix_plan")
+    manifest = json.loads(schema.RunPaths(a).set_manifest("mixed").read_text())
+    assert {r["group"]: r["achieved_tokens"] for r in plan} == {g: v["tokens"] for g, v in manifest["mix"]["achieved"].items()}
+    sets = {r["set"]: r for r in table(a, "sets")}
+    assert sets["plain"]["tokens"] == stats(a, "tokenize")["tokens_out"]
+    assert sets["mixed"]["tokens"] == manifest["totals"]["tokens"]
+
+
+def test_csv_tables_match_parquet(runs):
+    a, _ = runs
+    paths = schema.RunPaths(a)
+    for name in ("funnel", "mix_by_stage", "drops", "mix_plan"):
+        pq_rows = pq.read_table(paths.report_table(name, ".parquet"))
+        csv_rows = pacsv.read_csv(paths.report_table(name, ".csv"))
+        assert csv_rows.num_rows == pq_rows.num_rows and csv_rows.column_names == pq_rows.column_names
+
+
+def test_compare_deltas(runs):
+    a, b = runs
+    drops = {(r["stage"], r["reason"]): r for r in table(a, "compare_drops")}
+    assert (drops[("filters", "max_line_len")]["docs_a"], drops[("filters", "max_line_len")]["docs_b"]) == (1, 0)
+    for (stage, reason), r in drops.items():
+        assert r["docs_a"] == stats(a, stage)["dropped"].get(reason, 0)
+        assert r["docs_b"] == stats(b, stage)["dropped"].get(reason, 0)
+        assert r["delta"] == r["docs_a"] - r["docs_b"]
+    share = table(a, "compare_lang_share")
+    for stage in ("filters", "tokenize"):
+        langs_a, langs_b = stats(a, stage)["langs_out"], stats(b, stage)["langs_out"]
+        n_a, n_b = sum(v[0] for v in langs_a.values()), sum(v[0] for v in langs_b.values())
+        mine = [r for r in share if (r["stage"], r["metric"]) == (stage, "docs")]
+        assert {r["lang"] for r in mine} == set(langs_a) | set(langs_b)
+        for r in mine:
+            assert r["share_a"] == pytest.approx(langs_a.get(r["lang"], [0])[0] / n_a)
+            assert r["share_b"] == pytest.approx(langs_b.get(r["lang"], [0])[0] / n_b)
+        assert abs(sum(r["delta"] for r in mine)) < 1e-9
+    assert schema.RunPaths(a).report_compare.exists()
+    assert schema.RunPaths(b).report_index.exists()  # every run writes its report
+
+
+def test_report_command(runs, tmp_path):
+    a, b = runs
+    res = CliRunner().invoke(app, ["report", str(b), "--compare", str(a)])
+    assert res.exit_code == 0, res.output
+    assert "compare.html" in res.output
+    bad = CliRunner().invoke(app, ["report", str(tmp_path)])
+    assert bad.exit_code == 2 and "not a run directory" in " ".join(bad.output.split())
+
+
+# --- the page in a real headless browser ------------------------------------------------------------
+
+
+def chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+        if found := shutil.which(name):
+            return found
+    pytest.skip("no chromium on PATH: install Debian's `chromium` package (.ci/run does) to render the report")
+
+
+def render(page: Path, tmp_path: Path) -> tuple[str, str]:
+    """The DOM after scripts ran, and Chromium's log (console errors land there)."""
+    cmd = [
+        chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-extensions", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+        f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--v=0",
+        "--virtual-time-budget=5000", "--dump-dom", page.resolve().as_uri(),
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout, done.stderr
+
+
+def html_tag(dom: str) -> str:
+    """The <html> start tag: where the page records charts drawn and script errors."""
+    return re.search(r"<html[^>]*>", dom).group(0)
+
+
+def charts_of(html: str) -> int:
+    return len(re.findall(r'<div class="chart" data-spec=', html))
+
+
+@pytest.mark.parametrize("page", ["index", "compare"])
+def test_report_renders_in_chromium_without_script_errors(runs, tmp_path, page):
+    a, _ = runs
+    path = schema.RunPaths(a).report_dir / f"{page}.html"
+    source = path.read_text()
+    assert "http://" not in source.replace("http://www.w3.org/2000/svg", "") and "https://" not in source
+    dom, log = render(path, tmp_path)
+    expected = charts_of(source)
+    assert expected >= (8 if page == "index" else 2)
+    assert html_tag(dom) == f'<html lang="en" data-charts-drawn="{expected}">', html_tag(dom)
+    assert "Uncaught" not in log, log[-2000:]
+    svgs = re.findall(r"<svg[^>]*class=\"chart-svg\".*?</svg>", dom, flags=re.S)
+    assert len(svgs) == expected and all("<rect" in s for s in svgs)
+
+
+def test_browser_check_catches_a_script_error(tmp_path):
+    """The checks above can fail: a page with a broken chart spec is caught."""
+    page = tmp_path / "broken.html"
+    page.write_text(
+        f"<!DOCTYPE html><html><head><script>{ERROR_TRAP}</script></head><body>"
+        '<script type="application/json" id="spec-0">{"kind": "nope", "metrics": {"x": {}}}</script>'
+        f'<div class="chart" data-spec="spec-0"></div><script>{CHARTS_JS}</script></body></html>'
+    )
+    dom, _ = render(page, tmp_path)
+    assert "data-errors=" in html_tag(dom) and "data-charts-drawn" not in html_tag(dom)
+
+
+def test_report_of_a_partial_run_degrades(runs, tmp_path):
+    """A run stopped after langid (no filters, dedup, tokens, sets): every section still renders."""
+    a, _ = runs
+    part = tmp_path / "partial"
+    part.mkdir()
+    shutil.copy(a / "recipe.yaml", part / "recipe.yaml")
+    for stage in ("ingest", "langid"):
+        shutil.copytree(a / stage, part / stage)
+    write_report(part)
+    paths = schema.RunPaths(part)
+    assert [r["stage"] for r in table(part, "funnel")] == ["ingest", "langid"]
+    for name in ("mix_plan", "sets", "filter_scores", "dedup_by_lang", "long_context"):
+        assert table(part, name) == [], name
+    page = paths.report_index.read_text()
+    assert "no output set has a mix: section" in page and "this run has no dedup stage output" in page
+    assert not paths.report_compare.exists()
+
+
+def test_report_bytes_do_not_depend_on_the_process(runs, tmp_path):
+    """Same run, two interpreters with different string hashing: byte-identical report files."""
+    import os
+    import sys
+
+    a, _ = runs
+    outputs = []
+    for seed in ("1", "2"):
+        copy = tmp_path / f"copy{seed}"
+        shutil.copytree(a, copy, ignore=shutil.ignore_patterns("report"))
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        code = f"from codecorpus.reports.build import write_report; write_report({str(copy)!r})"
+        subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=300)
+        outputs.append({p.name: p.read_bytes() for p in sorted((copy / "report").iterdir())})
+    assert outputs[0].keys() == outputs[1].keys() and "index.html" in outputs[0]
+    assert [k for k in outputs[0] if outputs[0][k] != outputs[1][k]] == []
