@@ -27,7 +27,9 @@ def _fail(message: str, code: int = 2) -> None:
 @app.command()
 def run(
     recipe: Annotated[Path, typer.Argument(help="recipe YAML, e.g. pipelines/quickstart.yaml")],
-    out_dir: Annotated[Path | None, typer.Option("--out", help="run directory (default: the recipe's out)")] = None,
+    out_dir: Annotated[
+        str | None, typer.Option("--out", help="run directory, local or s3://BUCKET/PREFIX (default: the recipe's out)")
+    ] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="override: stage.key=value (repeatable)")] = None,
     until: Annotated[str | None, typer.Option(help="run the stages up to and including this one")] = None,
     only: Annotated[str | None, typer.Option(help="run this stage alone (upstream must be complete)")] = None,
@@ -40,12 +42,36 @@ def run(
 
     try:
         cfg = load_recipe(recipe, set_ or [])
-        run_dir = out_dir or Path(cfg.out)
+        run_dir = _run_dir(out_dir or cfg.out)  # before Ray starts: workers inherit the S3 store
         init_ray(workers or cfg.workers, ray_address)
         result = Executor(cfg, run_dir, console=console, quiet=quiet).run_pipeline(only=only, until=until)
     except (RecipeError, PipelineError) as err:
         _fail(str(err))
     print_summary(result)
+
+
+def _run_dir(location: str) -> Path:
+    """A local run directory, or the local mirror of an S3 one (``runtime/store.py``)."""
+    if location.startswith("s3://"):
+        from codecorpus.runtime import store
+
+        try:
+            return Path(store.activate(location).local_root)
+        except ValueError as err:
+            _fail(str(err))
+    return Path(location)
+
+
+def _local_view(path: str) -> Path:
+    """For verify/show of an S3 run: fetch its manifests and shards into the mirror first."""
+    if not path.startswith("s3://"):
+        return Path(path)
+    from codecorpus.runtime import store
+
+    root = _run_dir(path)
+    store.ensure_local(root / "manifest.json")
+    store.sync_down(root / "shards")
+    return root
 
 
 def print_summary(result) -> None:
@@ -74,10 +100,11 @@ def print_summary(result) -> None:
 
 
 @manifest_app.command("verify")
-def manifest_verify(path: Annotated[Path, typer.Argument(help="run dir, set dir or manifest.json")]) -> None:
+def manifest_verify(path: Annotated[str, typer.Argument(help="run dir (or s3:// run), set dir or manifest.json")]) -> None:
     """Re-hash every shard and re-count tokens and documents; exit 1 on any mismatch."""
     from codecorpus.manifests.manifest import verify
 
+    path = _local_view(path)
     problems = verify(path)
     if problems:
         for p in problems:
@@ -88,10 +115,11 @@ def manifest_verify(path: Annotated[Path, typer.Argument(help="run dir, set dir 
 
 
 @manifest_app.command("show")
-def manifest_show(path: Annotated[Path, typer.Argument(help="run dir, set dir or manifest.json")]) -> None:
+def manifest_show(path: Annotated[str, typer.Argument(help="run dir (or s3:// run), set dir or manifest.json")]) -> None:
     """Print a readable summary of a manifest."""
     from codecorpus.manifests.manifest import show
 
+    path = _local_view(path)
     out.print(show(path), highlight=False)
 
 
@@ -118,7 +146,9 @@ app.add_typer(tokenizer_app, name="tokenizer")
 @tokenizer_app.command("train")
 def tokenizer_train(
     recipe: Annotated[Path, typer.Argument(help="recipe YAML whose tokenizer has train: settings")],
-    out_dir: Annotated[Path | None, typer.Option("--out", help="run directory (default: the recipe's out)")] = None,
+    out_dir: Annotated[
+        str | None, typer.Option("--out", help="run directory, local or s3://BUCKET/PREFIX (default: the recipe's out)")
+    ] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="override: stage.key=value (repeatable)")] = None,
     workers: Annotated[int | None, typer.Option(help="local Ray CPUs")] = None,
     quiet: Annotated[bool, typer.Option(help="no progress bars")] = False,

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import write_repos
 
 from codecorpus.config import load_recipe_data
 from codecorpus.runtime.executor import Executor, PipelineError
+from conftest import write_repos
 
 
 def _recipe(corpus: Path) -> dict:

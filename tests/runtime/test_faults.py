@@ -7,6 +7,7 @@ group so the whole local Ray goes down with it, like a machine crash.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -16,9 +17,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import write_repos
 
 from codecorpus import schema
+from conftest import write_repos
 
 SKIP_NAMES = ("_stats.json", "_stage.json", "recipe.yaml")
 
@@ -52,10 +53,8 @@ def _run(recipe: Path, out: Path, fault: str | None = None, fault_dir: Path | No
     try:
         stdout, stderr = proc.communicate(timeout=240)
     finally:
-        try:  # take the rest of the group (raylet, workers) down too: a machine crash
+        with contextlib.suppress(ProcessLookupError):  # the rest of the group too: a machine crash
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 

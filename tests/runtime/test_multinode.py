@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import write_repos
 
 from codecorpus.config import load_recipe_data
 from codecorpus.manifests.manifest import verify
 from codecorpus.runtime.executor import Executor, init_ray
+from conftest import write_repos
 
 SKIP = ("_stats.json", "_stage.json", "recipe.yaml")
 

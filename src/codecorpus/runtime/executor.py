@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +33,9 @@ from codecorpus.ingest import plan as ingest_plan
 from codecorpus.ingest import read as ingest_read
 from codecorpus.langid import stage as langid_stage
 from codecorpus.runtime import longtask, mixtask, packtask, sfttask, tasks
+from codecorpus.runtime import store
 from codecorpus.runtime.faults import checkpoint
+from codecorpus.runtime.store import ensure_local
 from codecorpus.runtime.io import OutputWriteError, atomic_write_bytes, remove_stale_temps
 from codecorpus.runtime.tasks import TaskContext
 from codecorpus.sft import dedup as sft_dedup
@@ -82,7 +83,9 @@ def init_ray(workers: int | None, address: str | None, object_store_bytes: int =
         ray.shutdown()
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if address:
-        ray.init(address=address, log_to_driver=False)
+        run_store = os.environ.get(store.STORE_ENV)  # workers on other nodes need the S3 run dir
+        env = {"env_vars": {store.STORE_ENV: run_store}} if run_store else None
+        ray.init(address=address, log_to_driver=False, runtime_env=env)
         return
     ray.init(
         address="local",  # always a private instance: never join a cluster found in /tmp/ray (issue 5 fix)
@@ -144,7 +147,7 @@ class Executor:
             self._prepare_stage_dir(name)
             s0 = time.perf_counter()
             ran, skipped = steps[name]()
-            stats = json.loads(self.run.stats(name).read_text())
+            stats = json.loads(ensure_local(self.run.stats(name)).read_text())
             result.stages.append(StageOutcome(name, stats, time.perf_counter() - s0, skipped, ran))
         result.seconds = time.perf_counter() - t0
         self._write_report()  # issue 7: RUN/report/ after every run
@@ -302,7 +305,7 @@ class Executor:
                  self.recipe.seed, i, upstream)
                 for i in range(n)
             ], ctx)
-        upstream_stats = json.loads(self.run.stats(upstream).read_text())
+        upstream_stats = json.loads(ensure_local(self.run.stats(upstream)).read_text())
         plans = mixtask.plan_sets(ctx, mixed, self.recipe.seed, n, upstream_stats)
         mixtask.write_plans(self.run, plans)
         for plan in plans:
@@ -403,7 +406,7 @@ class Executor:
         path = self.run.tokenizer_dir / "tokenizer.json"
         meta = self.run.tokenizer_dir / "_done"
         key = config_hash(self._hashes[self._upstream("tokenize")], cfg)
-        if not (path.exists() and meta.exists() and meta.read_text() == key):
+        if not (ensure_local(path).exists() and ensure_local(meta).exists() and meta.read_text() == key):
             parts = [self.run.part(self._upstream("tokenize"), i) for i in range(self._shard_count(self._upstream("tokenize")))]
             ray.get(_remote.remote("tokenizer:train", training.train_from_parts, parts, cfg.train, self.run.tokenizer_dir))
             atomic_write_bytes(meta, key.encode())
@@ -422,7 +425,7 @@ class Executor:
         return enabled[i - 1]
 
     def _shard_count(self, stage: str) -> int:
-        return int(json.loads(self.run.stats(stage).read_text())["shards"])
+        return int(json.loads(ensure_local(self.run.stats(stage)).read_text())["shards"])
 
     def _require_upstream(self, stage: str) -> None:
         if stage in ("ingest", "sft_ingest"):
@@ -445,14 +448,14 @@ class Executor:
         self._write_stage_meta(stage)
 
     def _reset_stage(self, stage: str) -> None:
-        shutil.rmtree(self.run.stage_dir(stage), ignore_errors=True)
+        store.remove_tree(self.run.stage_dir(stage))
         if stage in ("pack", "sft_pack"):
-            shutil.rmtree(self.run.root / "shards", ignore_errors=True)
-            self.run.manifest.unlink(missing_ok=True)
+            store.remove_tree(self.run.root / "shards")
+            store.remove_file(self.run.manifest)
 
     def _read_stage_meta(self, stage: str) -> dict[str, Any]:
         try:
-            return json.loads((self.run.stage_dir(stage) / "_stage.json").read_text())
+            return json.loads(ensure_local(self.run.stage_dir(stage) / "_stage.json").read_text())
         except (OSError, ValueError):
             return {}
 

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from codecorpus.runtime import store
 from codecorpus.runtime.faults import checkpoint
 
 _HASH_CHUNK = 1 << 20
@@ -85,6 +86,7 @@ def atomic_writer(path: Path | str) -> Iterator[BinaryIO]:
             raise OutputWriteError(path, err) from err
         raise
     fsync_dir(path.parent)
+    store.publish(path)  # an S3 run directory gets the finished file (runtime/store.py)
 
 
 TEMP_GLOB = ".*.tmp"

@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 
 from codecorpus import schema
 from codecorpus.runtime.io import atomic_write_bytes
+from codecorpus.runtime.store import ensure_local
 from codecorpus.stage import MapResult
 
 
@@ -62,13 +63,13 @@ def write_parquet(path: Path, table: pa.Table) -> int:
 
 
 def read_parquet(path: Path) -> pa.Table:
-    return pq.read_table(path, memory_map=True)
+    return pq.read_table(ensure_local(path), memory_map=True)
 
 
 def read_marker(ctx: TaskContext, task: str) -> dict[str, Any] | None:
     """The marker's payload if the task completed under the current stage hash."""
     try:
-        payload = json.loads(ctx.run.done(ctx.stage, task).read_text())
+        payload = json.loads(ensure_local(ctx.run.done(ctx.stage, task)).read_text())
     except (OSError, ValueError):
         return None
     return payload if payload.get("hash") == ctx.stage_hash else None

@@ -1,0 +1,94 @@
+"""A run whose inputs and run directory are s3:// URLs, against a real SeaweedFS on 127.0.0.1.
+
+The runs are real ``python -m codecorpus run`` processes (their Ray workers
+inherit the run store), with credentials in the usual AWS variables only.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from conftest import make_bucket, s3_client, write_repos
+
+SKIP = ("_stats.json", "_stage.json", "recipe.yaml")
+
+
+def _upload_tree(client, root: Path, bucket: str, prefix: str) -> None:
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            client.upload_file(str(path), bucket, f"{prefix}/{path.relative_to(root).as_posix()}")
+
+
+def _env(s3: dict, cache: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CODECORPUS_"))}
+    env.update(
+        AWS_ACCESS_KEY_ID=s3["access_key_id"], AWS_SECRET_ACCESS_KEY=s3["secret_access_key"],
+        AWS_ENDPOINT_URL=s3["endpoint_url"], AWS_DEFAULT_REGION="us-east-1", CODECORPUS_CACHE_DIR=str(cache),
+    )
+    return env
+
+
+def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "codecorpus", *args], env=env, capture_output=True, text=True, timeout=600)
+
+
+def _local_outputs(run_dir: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(run_dir).as_posix(): p.read_bytes()
+        for p in sorted(run_dir.rglob("*"))
+        if p.is_file() and "_done" not in p.parts and "report" not in p.parts and p.name not in SKIP
+        and not p.name.startswith(".")
+    }
+
+
+def _bucket_outputs(client, bucket: str, prefix: str) -> dict[str, bytes]:
+    out = {}
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/"):
+        for obj in page.get("Contents", []):
+            rel = obj["Key"][len(prefix) + 1 :]
+            parts = rel.split("/")
+            if "_done" in parts or "report" in parts or parts[-1] in SKIP:
+                continue
+            out[rel] = client.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
+    return out
+
+
+def test_s3_inputs_and_run_dir_give_the_local_bytes(tmp_path, s3_server):
+    client = make_bucket(s3_server, "corpus")
+    make_bucket(s3_server, "runs")
+    _upload_tree(client, write_repos(tmp_path / "corpus"), "corpus", "repos")
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump({
+        "sources": [{"type": "s3", "name": "fixture", "url": "s3://corpus/repos/",
+                     "s3": {"endpoint_url": s3_server["endpoint_url"]}}],
+        "stages": {"ingest": {"shard_bytes": 300}, "langid": {}, "filters": {}, "dedup": {"buckets": 4},
+                   "tokenize": {}, "pack": {}},
+        "tokenizer": {"builtin": "gpt2"},
+        "outputs": [{"name": "short", "seq_len": 64}],
+    }))
+    env = _env(s3_server, tmp_path / "cache")
+    local = tmp_path / "local-run"
+    done = _cli(["run", str(recipe), "--out", str(local), "--workers", "2", "--quiet"], env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    remote = _cli(["run", str(recipe), "--out", "s3://runs/r1", "--workers", "2", "--quiet"], env)
+    assert remote.returncode == 0, remote.stderr[-3000:]
+
+    expected, got = _local_outputs(local), _bucket_outputs(s3_client(s3_server), "runs", "r1")
+    assert sorted(expected) == sorted(got)
+    assert [k for k in expected if expected[k] != got[k]] == []
+    assert s3_server["secret_access_key"] not in remote.stdout + remote.stderr
+
+    # another machine: an empty mirror; verify fetches the shards, a rerun resumes from S3 markers
+    fresh = _env(s3_server, tmp_path / "other-node-cache")
+    verified = _cli(["manifest", "verify", "s3://runs/r1"], fresh)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    again = _cli(["run", str(recipe), "--out", "s3://runs/r1", "--workers", "2", "--quiet"], fresh)
+    assert again.returncode == 0, again.stderr[-3000:]
+    fetched = [p for p in (tmp_path / "other-node-cache").rglob("part-*.parquet") if "shards" not in p.parts]
+    assert fetched == []  # every task was skipped on its S3 marker: no stage input was needed
+    after = _bucket_outputs(s3_client(s3_server), "runs", "r1")
+    assert after == got
