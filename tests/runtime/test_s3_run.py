@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import yaml
+
 from conftest import make_bucket, s3_client, write_repos
 
 SKIP = ("_stats.json", "_stage.json", "recipe.yaml")

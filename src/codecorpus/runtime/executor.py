@@ -32,11 +32,10 @@ from codecorpus.filters import stage as filters_stage
 from codecorpus.ingest import plan as ingest_plan
 from codecorpus.ingest import read as ingest_read
 from codecorpus.langid import stage as langid_stage
-from codecorpus.runtime import longtask, mixtask, packtask, sfttask, tasks
-from codecorpus.runtime import store
+from codecorpus.runtime import longtask, mixtask, packtask, sfttask, store, tasks
 from codecorpus.runtime.faults import checkpoint
-from codecorpus.runtime.store import ensure_local
 from codecorpus.runtime.io import OutputWriteError, atomic_write_bytes, remove_stale_temps
+from codecorpus.runtime.store import ensure_local
 from codecorpus.runtime.tasks import TaskContext
 from codecorpus.sft import dedup as sft_dedup
 from codecorpus.sft import examples as sft_examples
