@@ -447,11 +447,29 @@ class SftSelectConfig(Model):
     decontam_task_ids: tuple[str, ...] = Field(
         (), description="files of benchmark task ids (one per line, e.g. SWE-bench instance ids)"
     )
-    decontam_texts: tuple[str, ...] = Field(
-        (), description="files of benchmark texts: JSONL (prompt/text/problem_statement keys) or plain text, one per line"
+    decontam: DecontamConfig | None = Field(
+        default_factory=DecontamConfig,
+        description="benchmark n-gram decontamination of the conversation text, the filters' keys "
+        "(humaneval, files, ngram, threshold, min_exact_tokens); null: none",
     )
-    decontam_ngram: int = Field(13, ge=3, description="word n-gram length of the text overlap test")
-    redact_pii: bool = Field(True, description="replace emails, IPs, keys and tokens by placeholders")
+    redact: RedactConfig | None = Field(
+        default_factory=RedactConfig,
+        description="PII and secrets redaction of every message and tool-call argument, the filters' keys; null: none",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _replaced_keys(cls, data: Any) -> Any:
+        """Keys of the first SFT selection, replaced by the filters' config models."""
+        replaced = {
+            "decontam_texts": "decontam.files (a list of {name, path, text_fields, id_field})",
+            "decontam_ngram": "decontam.ngram (token n-grams) and decontam.threshold",
+            "redact_pii": "redact (a mapping of the filters' redaction keys, {} for defaults, or null for none)",
+        }
+        old = sorted(set(data) & set(replaced)) if isinstance(data, dict) else []
+        if old:
+            raise ValueError(f"sft_select.{old[0]} was replaced: use sft_select.{replaced[old[0]]}")
+        return data
 
 
 class SftDedupConfig(Model):
@@ -839,9 +857,12 @@ def _resolve_sft_paths(data: dict[str, Any], base: Path) -> None:
 
     select = stages.get("sft_select")
     if isinstance(select, dict):
-        for key in ("decontam_task_ids", "decontam_texts"):
-            if isinstance(select.get(key), list):
-                select[key] = [resolve(p) for p in select[key]]
+        if isinstance(select.get("decontam_task_ids"), list):
+            select["decontam_task_ids"] = [resolve(p) for p in select["decontam_task_ids"]]
+        decontam = select.get("decontam")
+        for f in (decontam.get("files") or []) if isinstance(decontam, dict) else []:
+            if isinstance(f, dict):
+                f["path"] = resolve(f.get("path"))
     render = stages.get("sft_render")
     if isinstance(render, dict) and render.get("chat_template"):
         render["chat_template"] = resolve(render["chat_template"])

@@ -53,6 +53,11 @@ def test_every_stage_counts_and_conserves_rows(sft_run):
         assert s["rows_in"] == s["rows_out"] + sum(s["dropped"].values())
     render = stats(sft_run, "sft_render")["counters"]
     assert render["split_traces"] == 2 and render["examples"] > 8
+    assert render["render_fast_path"] == render["examples"] and "render_exact_path" not in render
+    # the filters' decontamination (HumanEval + a user benchmark file) and redaction, counted per kind
+    select = stats(sft_run, "sft_select")["counters"]
+    assert sum(v for k, v in select.items() if k.startswith("decontam.")) == 1
+    assert select["redact.email"] == 2 and select["redact.traces"] == 2  # chat-2 and its copy
 
 
 def test_manifest_verifies_and_describes_the_sft_set(sft_run):

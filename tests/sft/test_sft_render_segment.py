@@ -20,9 +20,9 @@ from codecorpus.sft import validate
 from codecorpus.sft.examples import render_trace
 from codecorpus.sft.ingest import list_trace_files, read_shard
 from codecorpus.sft.normalize import message
-from codecorpus.sft.render import Switches, render_example
+from codecorpus.sft.render import NotComposable, Switches, render_example
 from codecorpus.sft.segment import SUMMARY_HEADER, Unsplittable, segment_trace
-from codecorpus.sft.template import BUILTIN_CHATML, choose_template, compile_template
+from codecorpus.sft.template import BUILTIN_CHATML, choose_template, compile_template, render
 from codecorpus.tokenize.tokenizer import load_tokenizer, train_tokenizer
 
 DATA = Path(__file__).resolve().parents[2] / "pipelines" / "data" / "traces"
@@ -66,24 +66,27 @@ def masked_runs(tokens: np.ndarray, mask: np.ndarray, tok) -> list[str]:
     return runs
 
 
+@pytest.mark.parametrize("path", ["fast", "exact"])
 @pytest.mark.parametrize("builtin", ["qwen2.5", "gpt2"])
-def test_masked_tokens_decode_to_exactly_the_assistant_turns_on_every_fixture(fixture_traces, builtin):
+def test_masked_tokens_decode_to_exactly_the_assistant_turns_on_every_fixture(fixture_traces, builtin, path):
     tok = load_tokenizer(TokenizerConfig(builtin=builtin))
     template = compile_template(BUILTIN_CHATML)
     sw = Switches()
     for where, msgs, tools in fixture_traces:
-        ex = render_example(template, msgs, tools, tok, sw)
+        ex = render_example(template, msgs, tools, tok, sw, path=path)
+        assert ex.path == path
         assert tok.decode(ex.tokens) == "".join(t for t, _ in ex.parts), where
         expected = [expected_generation(m, sw) for m in msgs if m["role"] == "assistant"]
         assert masked_runs(ex.tokens, ex.mask, tok) == expected, where
 
 
-def test_switches_mask_reasoning_tool_calls_and_system(fixture_traces):
+@pytest.mark.parametrize("path", ["fast", "exact"])
+def test_switches_mask_reasoning_tool_calls_and_system(fixture_traces, path):
     tok = load_tokenizer(QWEN)
     template = compile_template(BUILTIN_CHATML)
     sw = Switches(train_on_tool_calls=False, train_on_reasoning=False, train_on_system=True)
     for where, msgs, tools in fixture_traces:
-        ex = render_example(template, msgs, tools, tok, sw)
+        ex = render_example(template, msgs, tools, tok, sw, path=path)
         decoded = tok.decode(ex.tokens[ex.mask == 1])
         gens = "".join(expected_generation(m, sw) for m in msgs if m["role"] == "assistant")
         system = ex.parts[0][0]  # leading system turn and tools block, trained by train_on_system
@@ -166,3 +169,39 @@ def test_rendering_is_deterministic(fixture_traces):
         a = render_example(template, msgs, tools, tok, Switches())
         b = render_example(template, msgs, tools, tok, Switches())
         assert np.array_equal(a.tokens, b.tokens) and np.array_equal(a.mask, b.mask)
+
+
+@pytest.mark.parametrize("sw", [Switches(), Switches(False, False, True)])
+def test_fast_and_exact_paths_agree_on_every_fixture_and_auto_takes_the_fast_one(fixture_traces, sw):
+    tok = load_tokenizer(QWEN)
+    template = compile_template(BUILTIN_CHATML)
+    for where, msgs, tools in fixture_traces:
+        for trainable_from in (0, len(msgs) // 2):
+            fast = render_example(template, msgs, tools, tok, sw, trainable_from, path="fast")
+            exact = render_example(template, msgs, tools, tok, sw, trainable_from, path="exact")
+            assert fast.parts == exact.parts and fast.message_ends == exact.message_ends, where
+            assert np.array_equal(fast.tokens, exact.tokens) and np.array_equal(fast.mask, exact.mask), where
+        assert render_example(template, msgs, tools, tok, sw).path == "fast", where
+
+
+# Prefix-stable templates whose text for a turn depends on the conversation around it:
+# a separator only between turns, and a role-alternation check (Llama-2 / Mistral style).
+SEPARATED = ("{% for m in messages %}{% if not loop.first %}\n---\n{% endif %}<|{{ m.role }}|>{{ m.content }}"
+             "{% endfor %}{% if add_generation_prompt %}\n---\n<|assistant|>{% endif %}")
+ALTERNATING = ("{% for m in messages %}{% if (m.role == 'user') != (loop.index0 % 2 == 0) %}"
+               "{{ raise_exception('roles must alternate user/assistant') }}{% endif %}"
+               "[{{ m.role }}] {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}[assistant] {% endif %}")
+
+
+@pytest.mark.parametrize("text", [SEPARATED, ALTERNATING])
+def test_templates_that_are_not_composable_take_the_exact_path(text):
+    tok = load_tokenizer(QWEN)
+    template = compile_template(text)
+    msgs = [message("user", "hello"), message("assistant", "world"), message("user", "again"), message("assistant", "done")]
+    with pytest.raises(NotComposable):
+        render_example(template, msgs, None, tok, Switches(), path="fast")
+    ex = render_example(template, msgs, None, tok, Switches())
+    assert ex.path == "exact"
+    assert tok.decode(ex.tokens) == render(template, msgs, None)
+    sep = "\n" if text == ALTERNATING else ""
+    assert masked_runs(ex.tokens, ex.mask, tok) == [f"world{sep}", f"done{sep}"]

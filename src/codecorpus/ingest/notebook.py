@@ -42,6 +42,8 @@ def to_script(text: str) -> tuple[str, str]:
         nb = json.loads(text)
     except ValueError as err:
         raise NotebookError(f"not JSON: {err}") from None
+    except RecursionError:  # json recurses per nesting level: a hostile `[[[[...` notebook
+        raise NotebookError("JSON nested deeper than the parser's recursion limit") from None
     if not isinstance(nb, dict) or not isinstance(nb.get("cells", nb.get("worksheets")), list):
         raise NotebookError("no `cells` list")
     cells = nb.get("cells")

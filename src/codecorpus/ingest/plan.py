@@ -286,6 +286,8 @@ def _archive_units(src: ArchiveSource, cfg: IngestConfig) -> list[Unit]:
     found = [(loc, n) for loc, n in found if archive.is_archive(loc)]
     if not found:
         raise RecipeError(f"sources[{src.name}].path: no .tar/.tar.gz/.tar.zst/.zip archives at {src.path}")
+    # the tighter of the source's and the stage's zip-bomb caps (the source's key was once ignored)
+    cfg = cfg.model_copy(update={"max_archive_bytes": min(cfg.max_archive_bytes, src.max_archive_bytes)})
     return [_archive_ref(src.name, loc, n, src.layout, src.strip_components, src.license,
                          src.metadata or "", cfg, conn) for loc, n in found]
 

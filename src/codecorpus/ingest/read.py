@@ -11,6 +11,7 @@ conversion, and the row layout.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -53,7 +54,7 @@ class Collector:
     expanded: int = 0
 
     def drop(self, origin: Origin, size: int, reason: str, detail: str | None = None) -> None:
-        self.drops.append((origin, size, reason, detail))
+        self.drops.append((storable_origin(origin), size, reason, detail))
 
     def add_bytes(self, origin: Origin, data: bytes) -> None:
         """Decode, exclude, convert and append one document (or its drop row)."""
@@ -66,6 +67,7 @@ class Collector:
         return None
 
     def add_text(self, origin: Origin, text: str, encoding: str, size: int) -> None:
+        origin = storable_origin(origin)
         excluded = exclusions.content_exclusion(text, self.exclude_generated)
         if excluded is not None:
             return self.drop(origin, size, *excluded)
@@ -123,6 +125,38 @@ class Collector:
         if self.expanded:
             result.counters[schema.EXPANDED_ROWS] = self.expanded
         return result
+
+
+def storable(name: str) -> str:
+    r"""A path or repository name as UTF-8 text that Arrow can store.
+
+    POSIX file names are bytes: ``os.scandir`` and ``tarfile`` hand non-UTF-8 bytes
+    over as lone surrogates (``surrogateescape``), and JSON can spell lone
+    surrogates too. Arrow refuses both, so one hostile file name would fail the
+    whole shard. The name is kept, escaped (``\xff``, ``\ud800``): the document
+    stays traceable to its file, and its id is derived from the escaped name.
+
+    >>> storable("ok/é.py"), storable("bad\udcffname.py"), storable("x\ud800")
+    ('ok/é.py', 'bad\\xffname.py', 'x\\ud800')
+    """
+    if name.isascii():
+        return name
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        pass
+    try:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def storable_origin(origin: Origin) -> Origin:
+    path, repo = storable(origin.path), storable(origin.repo)
+    if path is origin.path and repo is origin.repo:
+        return origin
+    return dataclasses.replace(origin, path=path, repo=repo)
 
 
 def read_shard(refs: list[Unit], cfg: IngestConfig | None = None) -> MapResult:

@@ -9,9 +9,13 @@ directly, which is what ``load_from_disk`` memory-maps, so ``datasets`` is not a
 run-time dependency).
 
 Bad records are data: a malformed JSON line (``bad_json``), a record without
-text (``bad_record``), a text above the size cap (``too_large``); a compressed
+text (``bad_record``), a text above the size cap (``too_large``), JSON nested
+deeper than the parser's recursion limit (``too_deep``), a string holding a lone
+UTF-16 surrogate escape (``invalid_utf8``: it has no UTF-8 form); a compressed
 file damaged mid-way keeps the lines before the damage plus one ``corrupt_file``
-row. Each unit counts the records it enumerated (``schema.EXPANDED_ROWS``).
+row, and a Parquet file whose footer cannot be read is planned as one
+``corrupt_file`` unit (the plan never fails on bad data). Each unit counts the
+records it enumerated (``schema.EXPANDED_ROWS``).
 """
 
 from __future__ import annotations
@@ -66,7 +70,13 @@ def plan(src: RecordsSource, cfg: IngestConfig) -> list[RecordRef]:
         base = dict(source=src.name, location=loc, fmt=fmt, columns=columns, license=src.license,
                     meta=src.metadata or "", max_file_bytes=cfg.max_file_bytes, s3=conn)
         if fmt == "parquet":
-            for group, group_bytes in _row_groups(loc, conn):
+            try:
+                groups = _row_groups(loc, conn)
+            except (pa.ArrowException, OSError) as err:  # a damaged footer is data, not a crash
+                refs.append(RecordRef(size=size, skip="corrupt_file", detail=f"{type(err).__name__}: {err}"[:300],
+                                      **base))
+                continue
+            for group, group_bytes in groups:
                 refs.append(RecordRef(size=group_bytes, row_groups=(group,), **base))
         else:
             refs.append(RecordRef(size=size, **base))
@@ -113,6 +123,9 @@ def read_records(ref: RecordRef, out: Collector) -> None:
     stem = ref.location.rsplit("/", 1)[-1]
     unit_origin = Origin(ref.source, stem, stem if not ref.row_groups else f"{stem}#rg{ref.row_groups[0]}", "")
     cols = dict(ref.columns)
+    if ref.skip is not None:
+        out.drop(unit_origin, ref.size, ref.skip, ref.detail)
+        return
     try:
         for i, record in enumerate(_records(ref)):
             _record(ref, cols, stem, i, record, out)
@@ -134,7 +147,7 @@ class _CorruptFile(Exception):
 def _record(ref: RecordRef, cols: dict, stem: str, i: int, record: Any, out: Collector) -> None:
     row_id = f"{stem}#{ref.row_groups[0]}:{i}" if ref.row_groups else f"{stem}#{i}"
     if isinstance(record, _BadLine):
-        return out.drop(Origin(ref.source, stem, row_id, ""), record.size, "bad_json", record.detail)
+        return out.drop(Origin(ref.source, stem, row_id, ""), record.size, record.reason, record.detail)
     get = record.get if isinstance(record, dict) else (lambda k: None)
     repo = _str(get(cols["repo"])) if cols.get("repo") else None
     path = _str(get(cols["path"])) if cols.get("path") else None
@@ -146,7 +159,10 @@ def _record(ref: RecordRef, cols: dict, stem: str, i: int, record: Any, out: Col
         return _add_bytes(out, origin, text, ref.max_file_bytes)
     if not isinstance(text, str):
         return out.drop(origin, 0, "bad_record", f"column {cols['text']!r} is {type(text).__name__}")
-    size = len(text.encode("utf-8", "surrogatepass"))
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as err:  # JSON's "\\ud800": valid JSON, no UTF-8 form, Arrow refuses it
+        return out.drop(origin, len(text), "invalid_utf8", f"lone surrogate at char {err.start}")
     if size > ref.max_file_bytes:
         return out.drop(origin, size, "too_large")
     if not text:
@@ -161,20 +177,27 @@ def _add_bytes(out: Collector, origin: Origin, data: bytes, cap: int) -> None:
 
 
 def _str(value: Any) -> str | None:
-    return None if value is None else str(value)
+    r"""A provenance value as text Arrow can store: lone surrogates (JSON ``"\udc80"``) are escaped.
+
+    >>> _str("a\udc80.py")
+    'a\\udc80.py'
+    """
+    if value is None:
+        return None
+    return str(value).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _license(value: Any, default: str) -> tuple[str, str]:
     if isinstance(value, list | tuple):
         value = " OR ".join(str(v) for v in value if v)
     if value:
-        return str(value), "dataset_column"
+        return _str(value) or "", "dataset_column"
     return default, "recipe" if default != "unknown" else "unknown"
 
 
 class _BadLine:
-    def __init__(self, size: int, detail: str):
-        self.size, self.detail = size, detail
+    def __init__(self, size: int, detail: str, reason: str = "bad_json"):
+        self.size, self.detail, self.reason = size, detail, reason
 
 
 def _records(ref: RecordRef) -> Iterator[Any]:
@@ -218,6 +241,8 @@ def _jsonl_records(ref: RecordRef) -> Iterator[Any]:
                     yield json.loads(line)
                 except ValueError as err:
                     yield _BadLine(len(line), f"{type(err).__name__}: {err}"[:200])
+                except RecursionError:  # json's C scanner recurses per level: `[[[[...` is hostile data
+                    yield _BadLine(len(line), "JSON nesting exceeds the parser's recursion limit", "too_deep")
     except (OSError, EOFError, zlib.error, zstandard.ZstdError) as err:
         raise _CorruptFile(f"{type(err).__name__}: {err}") from None
 

@@ -98,6 +98,8 @@ class RecordRef:
     max_file_bytes: int = 1_000_000
     s3: S3Conn | None = None
     skip: str | None = None
+    detail: str | None = None
+    """Why ``skip`` (e.g. the error of a Parquet footer that could not be read)."""
 
 
 Unit = FileRef | ArchiveRef | RecordRef

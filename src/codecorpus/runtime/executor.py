@@ -350,7 +350,11 @@ class Executor:
         return self._map_stage("sft_validate", functools.partial(sft_validate.run, cfg=self.recipe.stages.sft_validate))
 
     def sft_select(self) -> tuple[int, int]:
-        return self._map_stage("sft_select", functools.partial(sft_select.run, cfg=self.recipe.stages.sft_select))
+        """Selection, decontamination and redaction; the benchmark index is built once here
+        on the driver (as for ``filters``) and shipped to every task in the stage function."""
+        cfg = self.recipe.stages.sft_select
+        index = decontam.build_index(cfg.decontam) if cfg.decontam is not None else None
+        return self._map_stage("sft_select", functools.partial(sft_select.run, cfg=cfg, index=index))
 
     def sft_dedup(self) -> tuple[int, int]:
         """bands (per shard) -> edges (per bucket) -> clusters (one task) -> apply (per shard)."""

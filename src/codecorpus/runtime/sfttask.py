@@ -31,6 +31,7 @@ from codecorpus.config import (
     config_hash,
     recipe_hash,
 )
+from codecorpus.filters import decontam
 from codecorpus.manifests import manifest as mf
 from codecorpus.manifests import megatron
 from codecorpus.runtime.packtask import tokenizer_config_record
@@ -71,7 +72,8 @@ def stage_hash_parts(recipe: Recipe, name: str) -> list[Any]:
     stages = recipe.stages
     if name == "sft_select":
         cfg = stages.sft_select
-        return [_file_digest(cfg.decontam_task_ids), _file_digest(cfg.decontam_texts)]
+        bench = decontam.benchmark_fingerprint(cfg.decontam) if cfg.decontam is not None else None
+        return [_file_digest(cfg.decontam_task_ids), bench]
     if name == "sft_dedup":
         return [recipe.seed]
     if name == "sft_render":

@@ -115,4 +115,5 @@ def _add_example_columns(out: pa.Table, kept: list[Segmented]) -> tuple[pa.Table
         split_traces=sum(1 for s in seg_lengths if len(s) > 1),
     )
     counters.update(f"summary_{s.summary_source}" for s in kept if s.summary_source != "none")
+    counters.update(f"render_{ex.path}_path" for s in kept for ex in s.examples)  # fast: rendered once per message
     return out, counters

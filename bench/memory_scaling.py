@@ -1,0 +1,264 @@
+"""Peak memory of a quickstart-style run on 1x and 8x the corpus: bounded by configuration?
+
+    python bench/memory_scaling.py [--factors 1,8] [--workers 2] [--shard-mb 8] [--full-base]
+                                   [--interval 0.2] [--keep DIR]
+
+Corpus: the quickstart's ``python-env`` source, copied into a directory tree under a temp
+dir (one folder per repository) and read back as a ``type: local`` source. The base
+(1x) is the quickstart source without the standard library, numpy and pyarrow (~12 MB,
+~890 files; ``--full-base`` takes the whole ~95 MB quickstart, whose 8x is too slow for
+a shared 2-core machine). Copy ``k`` of an 8x corpus renames every identifier of three or
+more characters to ``<name>_c<k>`` (deterministic): it stays real code of the same size
+and shape, but shares no identifier 5-gram with the other copies, so neither exact nor
+near dedup removes it and every stage after dedup really processes 8x the data.
+
+Pipeline: ``pipelines/quickstart.yaml``'s stages, tokenizer (qwen2.5) and outputs
+(short-8k with FIM, long-256k) with ``--shard-mb`` as ``ingest.shard_bytes``; run as
+``codecorpus run --workers N`` in a subprocess.
+
+Memory: the process tree of that subprocess is sampled every ``--interval`` seconds from
+/proc: the driver (the ``codecorpus run`` process), Ray's workers (``ray::`` processes:
+they run the tasks) and Ray's own daemons (raylet, GCS, agents). Peaks reported: driver
+RSS, the largest single worker RSS, the sum over workers, the daemons, and the PSS of the
+whole tree (proportional set size: shared pages such as the object store's mapping and
+imported libraries are split between the processes that map them, so the sum is not
+inflated). Figures from a shared, loaded 2-core machine; the load average is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import keyword
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+QUICKSTART = REPO / "pipelines" / "quickstart.yaml"
+SMALL_EXCLUDE = ("numpy", "pyarrow")
+IDENT = re.compile(rb"\b([A-Za-z_][A-Za-z0-9_]{2,})\b")
+KEYWORDS = frozenset(w.encode() for w in (
+    *keyword.kwlist, *keyword.softkwlist, "self", "cls", "True", "False", "None",
+    # C / C++ / JavaScript / shell words of the other files in the corpus
+    "int", "char", "void", "return", "const", "var", "let", "function", "class", "struct", "static",
+    "unsigned", "long", "short", "float", "double", "typedef", "enum", "union", "extern", "sizeof",
+    "switch", "case", "default", "break", "continue", "while", "for", "else", "goto", "new", "this",
+    "typeof", "instanceof", "export", "extends", "then", "done", "esac", "elif", "echo", "cdef", "cpdef",
+    "ctypedef", "include", "define", "ifdef", "ifndef", "endif", "pragma", "null", "true", "false",
+))
+
+
+# --- the corpus ------------------------------------------------------------------------------
+
+
+def base_source(full: bool) -> dict[str, Any]:
+    src = dict(yaml.safe_load(QUICKSTART.read_text())["sources"][0])
+    if not full:
+        src["stdlib"] = False
+        src["distributions"] = [d for d in src["distributions"] if d not in SMALL_EXCLUDE]
+    return src
+
+
+def base_files(source: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(repository, relative path, absolute path) of every file codecorpus's planner reads."""
+    from codecorpus.config import IngestConfig, load_recipe_data
+    from codecorpus.ingest.plan import plan_source
+
+    recipe = load_recipe_data({"sources": [source], "stages": {"ingest": {}}})
+    return [(u.repo, u.path, u.abspath) for u in plan_source(recipe.sources[0], IngestConfig()) if u.skip is None]
+
+
+def copy_bytes(data: bytes, copy: int) -> bytes:
+    """Copy 0 is the file itself; copy k renames identifiers (see the module docstring).
+
+    Keywords stay as they are, so a copy parses like its original (langid's tree-sitter
+    ``parse_error_frac`` and the filter on it see the same code).
+    """
+    if copy == 0:
+        return data
+    suffix = f"_c{copy}".encode()
+    return IDENT.sub(lambda m: m.group(1) if m.group(1) in KEYWORDS else m.group(1) + suffix, data)
+
+
+def build_corpus(files: list[tuple[str, str, str]], factor: int, root: Path) -> int:
+    """Write ``factor`` copies as repositories ``<repo>`` and ``<repo>-c<k>``; returns bytes."""
+    total = 0
+    for copy in range(factor):
+        for repo, rel, src in files:
+            dest = root / (repo if copy == 0 else f"{repo}-c{copy}") / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            data = copy_bytes(Path(src).read_bytes(), copy)
+            dest.write_bytes(data)
+            total += len(data)
+    return total
+
+
+def recipe_for(corpus: Path, out: Path, shard_bytes: int) -> dict[str, Any]:
+    recipe = yaml.safe_load(QUICKSTART.read_text())
+    recipe["sources"] = [{"type": "local", "name": "corpus", "path": str(corpus), "layout": "repos"}]
+    recipe["out"] = str(out)
+    recipe["stages"]["ingest"]["shard_bytes"] = shard_bytes
+    return recipe
+
+
+# --- sampling the process tree ---------------------------------------------------------------
+
+
+def _status(pid: int) -> dict[str, str] | None:
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    return dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+
+
+def _kb(fields: dict[str, str], key: str) -> int:
+    return int(fields.get(key, "0 kB").split()[0]) * 1024
+
+
+def _pss(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (fields := _status(int(entry))) is not None:
+            children.setdefault(int(fields.get("PPid", "0").strip()), []).append(int(entry))
+    out, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        out.append(pid)
+        stack.extend(children.get(pid, []))
+    return out
+
+
+@dataclass
+class Peaks:
+    driver: int = 0
+    worker_max: int = 0
+    workers_sum: int = 0
+    daemons_sum: int = 0
+    tree_pss: int = 0
+    workers_seen: set[int] = field(default_factory=set)
+
+    def sample(self, root: int) -> None:
+        workers = daemons = pss = 0
+        for pid in descendants(root):
+            fields = _status(pid)
+            if fields is None:
+                continue
+            rss = _kb(fields, "VmRSS")
+            pss += _pss(pid)
+            if pid == root:
+                self.driver = max(self.driver, rss)
+            elif _cmdline(pid).startswith("ray::"):
+                self.workers_seen.add(pid)
+                self.worker_max = max(self.worker_max, rss)
+                workers += rss
+            else:
+                daemons += rss
+        self.workers_sum = max(self.workers_sum, workers)
+        self.daemons_sum = max(self.daemons_sum, daemons)
+        self.tree_pss = max(self.tree_pss, pss)
+
+
+def run_sampled(cmd: list[str], interval: float) -> tuple[float, Peaks]:
+    peaks = Peaks()
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    stop = threading.Event()
+
+    def sampler() -> None:
+        while not stop.wait(interval):
+            peaks.sample(proc.pid)
+
+    thread = threading.Thread(target=sampler, daemon=True)
+    thread.start()
+    output, _ = proc.communicate()
+    seconds = time.perf_counter() - t0
+    stop.set()
+    thread.join()
+    if proc.returncode != 0:
+        sys.exit(f"codecorpus run failed ({proc.returncode}):\n{output.decode(errors='replace')[-4000:]}")
+    return seconds, peaks
+
+
+# --- main ------------------------------------------------------------------------------------
+
+
+def mib(n: int) -> str:
+    return f"{n / 2**20:8.0f}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--factors", default="1,8")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--shard-mb", type=float, default=8.0, help="ingest.shard_bytes in MB (quickstart: 8)")
+    ap.add_argument("--full-base", action="store_true", help="1x = the whole quickstart corpus (~95 MB)")
+    ap.add_argument("--interval", type=float, default=0.2, help="seconds between samples")
+    ap.add_argument("--keep", help="keep the work directory here (else a temp dir)")
+    args = ap.parse_args()
+
+    files = base_files(base_source(args.full_base))
+    tmp = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="memscale-"))
+    tmp.mkdir(parents=True, exist_ok=True)
+    shard_bytes = int(args.shard_mb * 1e6)
+    print(f"base corpus: {len(files)} files of the quickstart source{' (full)' if args.full_base else ''}; "
+          f"{args.workers} workers; shard_bytes {shard_bytes:,}; quickstart stages, qwen2.5, short-8k + long-256k")
+    print(f"{'size':>5} {'MB':>7} {'wall s':>7} {'driver':>8} {'worker':>8} {'workers':>8} {'ray':>8} "
+          f"{'tree PSS':>8}  (peak MiB: driver RSS, largest worker RSS, sum of workers RSS, "
+          f"Ray daemons RSS, whole tree PSS)")
+    results = {}
+    try:
+        for factor in (int(f) for f in args.factors.split(",")):
+            corpus, run = tmp / f"corpus-{factor}x", tmp / f"run-{factor}x"
+            size = build_corpus(files, factor, corpus)
+            path = tmp / f"recipe-{factor}x.yaml"
+            path.write_text(yaml.safe_dump(recipe_for(corpus, run, shard_bytes), sort_keys=False))
+            cmd = [sys.executable, "-m", "codecorpus", "run", str(path), "--workers", str(args.workers), "--quiet"]
+            seconds, p = run_sampled(cmd, args.interval)
+            results[factor] = (size, seconds, p)
+            load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+            print(f"{factor:4d}x {size / 1e6:7.1f} {seconds:7.1f} {mib(p.driver)} {mib(p.worker_max)} "
+                  f"{mib(p.workers_sum)} {mib(p.daemons_sum)} {mib(p.tree_pss)}  "
+                  f"({len(p.workers_seen)} worker processes; load avg {load})", flush=True)
+            shutil.rmtree(corpus, ignore_errors=True)
+            if not args.keep:
+                shutil.rmtree(run, ignore_errors=True)
+        lo, hi = min(results), max(results)
+        if lo != hi:
+            (s0, t0, a), (s1, t1, b) = results[lo], results[hi]
+            print(f"{hi}x / {lo}x: corpus {s1 / s0:.1f}x, wall {t1 / t0:.1f}x, driver RSS {b.driver / a.driver:.2f}x, "
+                  f"largest worker RSS {b.worker_max / a.worker_max:.2f}x, tree PSS {b.tree_pss / a.tree_pss:.2f}x")
+    finally:
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
