@@ -417,8 +417,8 @@ def task_seconds(run: Path) -> dict[str, dict[str, float]]:
     return out
 
 
-def print_profile(run: Path, wall: float, workers: int) -> str:
-    """Print per-stage (and dedup per-phase) task seconds; return the heaviest stage."""
+def print_profile(run: Path, wall: float, workers: int) -> list[str]:
+    """Print per-stage (and dedup per-phase) task seconds; return the stages, heaviest first."""
     secs = task_seconds(run)
     total = sum(sum(p.values()) for p in secs.values())
     print(f"  {'stage':<10} {'task s':>8} {'share':>6}   phases")
@@ -430,10 +430,13 @@ def print_profile(run: Path, wall: float, workers: int) -> str:
     overhead = wall - total / workers
     print(f"  sum of task seconds {total:.1f} s = {total / workers:.1f} s on {workers} cores; wall {wall:.1f} s: "
           f"{overhead:.1f} s outside tasks (interpreter and Ray start, planning, scheduling, report)")
-    return max(secs, key=lambda s: sum(secs[s].values()))
+    return sorted(secs, key=lambda s: -sum(secs[s].values()))
 
 
-def profile_stage(stage: str, run: Path, top: int = 14) -> None:
+NATIVE_NOTE = {"tokenize": " (lock waits = tiktoken's native BPE running in its one-thread pool)"}
+
+
+def profile_stage(stage: str, run: Path, top: int = 10) -> None:
     """cProfile one shard of a stage, in this process, on that stage's real input."""
     from codecorpus.config import load_recipe
     from codecorpus.dedup import near
@@ -465,7 +468,8 @@ def profile_stage(stage: str, run: Path, top: int = 14) -> None:
     prof = cProfile.Profile()
     t0 = time.perf_counter()
     prof.runcall(call)
-    print(f"  cProfile of {stage} on shard 0 ({time.perf_counter() - t0:.2f} s incl. profiler), top by own time:")
+    print(f"  cProfile of {stage} on shard 0 ({time.perf_counter() - t0:.2f} s incl. profiler), top by own time"
+          f"{NATIVE_NOTE.get(stage, '')}:")
     buf = io.StringIO()
     pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(top)
     lines = buf.getvalue().splitlines()
@@ -543,8 +547,8 @@ def main() -> None:
         if not args.no_profile:
             for name in chosen:
                 print(f"\n== where codecorpus spends its time (langid {name}) ==")
-                heaviest = print_profile(runs[name], walls[name], args.workers)
-                profile_stage(heaviest, runs[name])
+                for stage in print_profile(runs[name], walls[name], args.workers)[:2]:
+                    profile_stage(stage, runs[name])
         print("\n== summary ==")
         for name, wall in walls.items():
             label = name if name == "datatrove" else f"codecorpus (langid {name})"

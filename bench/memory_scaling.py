@@ -28,6 +28,7 @@ inflated). Figures from a shared, loaded 2-core machine; the load average is pri
 from __future__ import annotations
 
 import argparse
+import json
 import keyword
 import os
 import re
@@ -164,6 +165,9 @@ class Peaks:
     daemons_sum: int = 0
     tree_pss: int = 0
     workers_seen: set[int] = field(default_factory=set)
+    by_stage: dict[str, int] = field(default_factory=dict)
+    """Largest worker RSS seen while running a task of each stage (Ray titles a worker
+    process ``ray::<task name>``, and codecorpus names tasks ``<stage>:<task>``)."""
 
     def sample(self, root: int) -> None:
         workers = daemons = pss = 0
@@ -175,10 +179,12 @@ class Peaks:
             pss += _pss(pid)
             if pid == root:
                 self.driver = max(self.driver, rss)
-            elif _cmdline(pid).startswith("ray::"):
+            elif (title := _cmdline(pid)).startswith("ray::"):
                 self.workers_seen.add(pid)
                 self.worker_max = max(self.worker_max, rss)
                 workers += rss
+                stage = title[5:].split(":", 1)[0].split()[0] if ":" in title[5:] else "idle"
+                self.by_stage[stage] = max(self.by_stage.get(stage, 0), rss)
             else:
                 daemons += rss
         self.workers_sum = max(self.workers_sum, workers)
@@ -205,6 +211,16 @@ def run_sampled(cmd: list[str], interval: float) -> tuple[float, Peaks]:
     if proc.returncode != 0:
         sys.exit(f"codecorpus run failed ({proc.returncode}):\n{output.decode(errors='replace')[-4000:]}")
     return seconds, peaks
+
+
+def documents(run: Path) -> str:
+    """Documents out of every stage, and tokens, from the run's stats (the work really scaled)."""
+    parts = []
+    for stage in ("ingest", "langid", "filters", "dedup", "tokenize"):
+        stats = json.loads((run / stage / "_stats.json").read_text())
+        parts.append(f"{stage} {stats['rows_out']}")
+    tokens = json.loads((run / "tokenize" / "_stats.json").read_text())["tokens_out"]
+    return ", ".join(parts) + f"; {tokens:,} tokens"
 
 
 # --- main ------------------------------------------------------------------------------------
@@ -247,6 +263,9 @@ def main() -> None:
             print(f"{factor:4d}x {size / 1e6:7.1f} {seconds:7.1f} {mib(p.driver)} {mib(p.worker_max)} "
                   f"{mib(p.workers_sum)} {mib(p.daemons_sum)} {mib(p.tree_pss)}  "
                   f"({len(p.workers_seen)} worker processes; load avg {load})", flush=True)
+            print(f"      documents: {documents(run)}")
+            print("      largest worker RSS while running each stage (MiB): "
+                  + ", ".join(f"{k} {v / 2**20:.0f}" for k, v in sorted(p.by_stage.items())))
             shutil.rmtree(corpus, ignore_errors=True)
             if not args.keep:
                 shutil.rmtree(run, ignore_errors=True)

@@ -318,6 +318,14 @@ def cached_index(cfg: DecontamConfig) -> DecontamIndex:
     return _CACHE[key]
 
 
+def index_for(cfg: DecontamConfig | None, shipped: DecontamIndex | None) -> DecontamIndex | None:
+    """The index a stage task uses: none when decontamination is off, else the one the
+    driver built and shipped, else this process's cached build."""
+    if cfg is None:
+        return None
+    return shipped if shipped is not None else cached_index(cfg)
+
+
 # --- matching -----------------------------------------------------------------------------
 
 

@@ -123,10 +123,7 @@ def run(table: pa.Table, cfg: FiltersConfig, index: decontam.DecontamIndex | Non
     ``index`` is the benchmark index the executor built once on the driver; when it
     is None and ``cfg.decontam`` is set, it is built (and cached) in this process.
     """
-    if cfg.decontam is None:
-        index = None
-    elif index is None:
-        index = decontam.cached_index(cfg.decontam)
+    index = decontam.index_for(cfg.decontam, index)
     table = annotate(table)
     verdict = rules.judge(table, cfg)
     enforce = cfg.mode == "filter"

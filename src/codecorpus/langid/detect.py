@@ -184,9 +184,26 @@ AMBIGUOUS_EXTENSIONS = frozenset(
 
 @functools.lru_cache(maxsize=1)
 def _magika() -> Any:
+    """magika with a one-thread ONNX Runtime session.
+
+    magika 1.0.3 opens its session with ONNX Runtime's default pool (a spinning thread
+    per core) and has no option for it. The runtime already runs one worker per core,
+    so every worker's pool fought over the same cores: on the shared 2-core machine a
+    file took ~50 ms, ~25 ms with one thread (issue 9, ``bench/e2e_vs_datatrove.py``).
+    One thread also makes the scores independent of the machine's core count. The
+    session is rebuilt from the same model file and provider.
+    """
+    import onnxruntime as rt
     from magika import Magika
 
-    return Magika()
+    model = Magika()
+    options = rt.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    model._onnx_session = rt.InferenceSession(  # no public option in magika 1.0.3 (pinned)
+        str(model._model_path), sess_options=options, providers=["CPUExecutionProvider"]
+    )
+    return model
 
 
 def _magika_guess(data: bytes, min_score: float) -> str | None:

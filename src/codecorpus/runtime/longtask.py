@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from codecorpus import schema
-from codecorpus.config import OutputSet, Recipe, TokenizerConfig, recipe_hash
+from codecorpus.config import OutputSet, Recipe, TokenizerConfig
 from codecorpus.manifests import manifest as mf
 from codecorpus.manifests import megatron
 from codecorpus.packing import longctx
@@ -209,27 +209,13 @@ def write_long_set_manifest(
     run: schema.RunPaths, out: OutputSet, shard_stats: list[dict[str, Any]], tok_cfg: TokenizerConfig,
     recipe: Recipe,
 ) -> Path:
-    from codecorpus.runtime.packtask import provenance, tokenizer_config_record
+    from codecorpus.runtime.packtask import build_packed_set_manifest
 
-    records = [mf.ShardRecord(**s["set"]["record"]) for s in shard_stats if s["set"]["record"]]
-    tokenizer = load_tokenizer(tok_cfg)
     long_stats = long_context_totals(shard_stats)
     fim_counts = {k: long_stats.pop(k) for k in ("fim_documents", "fim_psm", "fim_spm") if k in long_stats}
-    manifest = mf.build_set_manifest(
-        name=out.name,
-        set_dir=run.set_dir(out.name),
-        shards=records,
-        tokenizer={**tokenizer.fingerprint(), "config": tokenizer_config_record(run, tok_cfg)},
-        token_dtype=megatron.token_dtype(tokenizer.vocab_size).name,
-        seq_len=out.seq_len,
-        packing={
-            "algorithm": "bfd-repository",
-            "truncated_documents": sum(s["set"]["truncated_documents"] for s in shard_stats),
-            "padding_stored": False,
-            "fim": fim.manifest_record(out.fim, [fim_counts]),
-        },
-        recipe_hash=recipe_hash(recipe),
-        provenance={**provenance(recipe, shard_stats), "long": out.long.model_dump(mode="json")},
+    manifest = build_packed_set_manifest(
+        run, out, shard_stats, tok_cfg, recipe, algorithm="bfd-repository", fim_counts=[fim_counts],
+        provenance_extra={"long": out.long.model_dump(mode="json")},
         extra={"set_kind": "long", "long_context": long_stats},
     )
     path = run.set_manifest(out.name)

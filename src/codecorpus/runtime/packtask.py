@@ -88,9 +88,26 @@ def write_set_manifest(
     run: schema.RunPaths, out: OutputSet, shard_stats: list[dict[str, Any]], tok_cfg: TokenizerConfig,
     recipe: Recipe, stage_hash: str,
 ) -> Path:
+    fim_counts = [s["set"].get("fim") for s in shard_stats]  # issue 6
+    manifest = build_packed_set_manifest(
+        run, out, shard_stats, tok_cfg, recipe, algorithm=recipe.stages.pack.algorithm, fim_counts=fim_counts,
+    )
+    if out.mix is not None:  # issue 7: the plan and what the shards achieved, checked equal
+        manifest["mix"] = mix_sample.mix_record(run, out, [s["set"].get("mix") for s in shard_stats])
+    path = run.set_manifest(out.name)
+    mf.write_manifest(path, manifest)
+    return path
+
+
+def build_packed_set_manifest(
+    run: schema.RunPaths, out: OutputSet, shard_stats: list[dict[str, Any]], tok_cfg: TokenizerConfig,
+    recipe: Recipe, *, algorithm: str, fim_counts: list[dict | None], provenance_extra: dict | None = None,
+    extra: dict | None = None,
+) -> dict[str, Any]:
+    """The set manifest of a packed pretraining set (short or long) from its shard task stats."""
     records = [mf.ShardRecord(**s["set"]["record"]) for s in shard_stats if s["set"]["record"]]
     tokenizer = load_tokenizer(tok_cfg)
-    manifest = mf.build_set_manifest(
+    return mf.build_set_manifest(
         name=out.name,
         set_dir=run.set_dir(out.name),
         shards=records,
@@ -98,19 +115,15 @@ def write_set_manifest(
         token_dtype=megatron.token_dtype(tokenizer.vocab_size).name,
         seq_len=out.seq_len,
         packing={
-            "algorithm": recipe.stages.pack.algorithm,
+            "algorithm": algorithm,
             "truncated_documents": sum(s["set"]["truncated_documents"] for s in shard_stats),
             "padding_stored": False,
-            "fim": fim.manifest_record(out.fim, [s["set"].get("fim") for s in shard_stats]),  # issue 6
+            "fim": fim.manifest_record(out.fim, fim_counts),
         },
         recipe_hash=recipe_hash(recipe),
-        provenance=provenance(recipe, shard_stats),
+        provenance={**provenance(recipe, shard_stats), **(provenance_extra or {})},
+        extra=extra,
     )
-    if out.mix is not None:  # issue 7: the plan and what the shards achieved, checked equal
-        manifest["mix"] = mix_sample.mix_record(run, out, [s["set"].get("mix") for s in shard_stats])
-    path = run.set_manifest(out.name)
-    mf.write_manifest(path, manifest)
-    return path
 
 
 def tokenizer_config_record(run: schema.RunPaths, tok_cfg: TokenizerConfig) -> dict[str, Any]:

@@ -233,10 +233,7 @@ def run(table: pa.Table, cfg: SftSelectConfig, index: decontam.DecontamIndex | N
     ``index`` is the benchmark index the executor built once on the driver; when it
     is None and ``cfg.decontam`` is set, it is built (and cached) in this process.
     """
-    if cfg.decontam is None:
-        index = None
-    elif index is None:
-        index = decontam.cached_index(cfg.decontam)
+    index = decontam.index_for(cfg.decontam, index)
     messages = table.column(schema.TRACE_MESSAGES).to_pylist()
     outcomes = table.column(schema.TRACE_OUTCOME).to_pylist()
     task_ids = table.column(schema.TRACE_TASK_ID).to_pylist()

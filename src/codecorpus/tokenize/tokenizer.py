@@ -36,6 +36,7 @@ from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from codecorpus import schema
 from codecorpus.config import RecipeError, TokenizerConfig, TrainTokenizerConfig
+from codecorpus.runtime.io import atomic_write_bytes
 
 ENDOFTEXT = "<|endoftext|>"
 EOS_CANDIDATES = (ENDOFTEXT, "</s>", "<eos>", "<|end_of_text|>")
@@ -400,17 +401,8 @@ def train_tokenizer(texts: Iterable[str], cfg: TrainTokenizerConfig, out_dir: Pa
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / schema.TOKENIZER_FILE
-    _write_atomic(target, hf.to_str(pretty=True).encode("utf-8"))
+    atomic_write_bytes(target, hf.to_str(pretty=True).encode("utf-8"))
     return target
-
-
-def _write_atomic(target: Path, data: bytes) -> None:
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    with tmp.open("wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, target)
 
 
 def with_set_tokens(cfg: TokenizerConfig, outputs: Sequence[Any]) -> TokenizerConfig:
