@@ -59,12 +59,12 @@ def _bucket_outputs(client, bucket: str, prefix: str) -> dict[str, bytes]:
 
 
 def test_s3_inputs_and_run_dir_give_the_local_bytes(tmp_path, s3_server):
-    client = make_bucket(s3_server, "corpus")
-    make_bucket(s3_server, "runs")
-    _upload_tree(client, write_repos(tmp_path / "corpus"), "corpus", "repos")
+    client = make_bucket(s3_server, "s3run-corpus")
+    make_bucket(s3_server, "s3run-runs")
+    _upload_tree(client, write_repos(tmp_path / "corpus"), "s3run-corpus", "repos")
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(yaml.safe_dump({
-        "sources": [{"type": "s3", "name": "fixture", "url": "s3://corpus/repos/",
+        "sources": [{"type": "s3", "name": "fixture", "url": "s3://s3run-corpus/repos/",
                      "s3": {"endpoint_url": s3_server["endpoint_url"]}}],
         "stages": {"ingest": {"shard_bytes": 300}, "langid": {}, "filters": {}, "dedup": {"buckets": 4},
                    "tokenize": {}, "pack": {}},
@@ -75,21 +75,21 @@ def test_s3_inputs_and_run_dir_give_the_local_bytes(tmp_path, s3_server):
     local = tmp_path / "local-run"
     done = _cli(["run", str(recipe), "--out", str(local), "--workers", "2", "--quiet"], env)
     assert done.returncode == 0, done.stderr[-3000:]
-    remote = _cli(["run", str(recipe), "--out", "s3://runs/r1", "--workers", "2", "--quiet"], env)
+    remote = _cli(["run", str(recipe), "--out", "s3://s3run-runs/r1", "--workers", "2", "--quiet"], env)
     assert remote.returncode == 0, remote.stderr[-3000:]
 
-    expected, got = _local_outputs(local), _bucket_outputs(s3_client(s3_server), "runs", "r1")
+    expected, got = _local_outputs(local), _bucket_outputs(s3_client(s3_server), "s3run-runs", "r1")
     assert sorted(expected) == sorted(got)
     assert [k for k in expected if expected[k] != got[k]] == []
     assert s3_server["secret_access_key"] not in remote.stdout + remote.stderr
 
     # another machine: an empty mirror; verify fetches the shards, a rerun resumes from S3 markers
     fresh = _env(s3_server, tmp_path / "other-node-cache")
-    verified = _cli(["manifest", "verify", "s3://runs/r1"], fresh)
+    verified = _cli(["manifest", "verify", "s3://s3run-runs/r1"], fresh)
     assert verified.returncode == 0, verified.stdout + verified.stderr
-    again = _cli(["run", str(recipe), "--out", "s3://runs/r1", "--workers", "2", "--quiet"], fresh)
+    again = _cli(["run", str(recipe), "--out", "s3://s3run-runs/r1", "--workers", "2", "--quiet"], fresh)
     assert again.returncode == 0, again.stderr[-3000:]
     fetched = [p for p in (tmp_path / "other-node-cache").rglob("part-*.parquet") if "shards" not in p.parts]
     assert fetched == []  # every task was skipped on its S3 marker: no stage input was needed
-    after = _bucket_outputs(s3_client(s3_server), "runs", "r1")
+    after = _bucket_outputs(s3_client(s3_server), "s3run-runs", "r1")
     assert after == got
