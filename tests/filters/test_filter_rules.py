@@ -179,6 +179,17 @@ def test_annotate_mode_scores_everything_and_drops_nothing() -> None:
     assert result.table.column(schema.HTML_VISIBLE_FRAC).null_count == 3  # not HTML
 
 
+def test_filter_mode_skips_scores_no_live_rule_reads() -> None:
+    off = {name: RuleConfig(enabled=False) for name in ("encoded_data_frac", "max_encoded_run", "comment_frac_max")}
+    docs = [{"text": "value = 1\n"}, {"text": "x = '" + "QUJD" * 400 + "'\n"}]
+    result = filters.run(doc_table(*docs), PLAIN.model_copy(update={"rules": off}))
+    names = result.table.column_names
+    assert schema.ENCODED_DATA_FRAC not in names and schema.MAX_ENCODED_RUN not in names
+    assert schema.COMMENT_FRAC not in names  # comment_frac_min is off by default too
+    assert schema.AUTOGEN_SCORE in names and schema.ALNUM_FRAC in names
+    assert rules.live_columns(PLAIN) >= {schema.ENCODED_DATA_FRAC, schema.COMMENT_FRAC}
+
+
 def test_recipe_rejects_unknown_rules_and_kinds() -> None:
     base = {"sources": [{"type": "local", "name": "s", "path": "."}], "stages": {"ingest": {}}}
     bad = {**base, "stages": {"ingest": {}, "filters": {"rules": {"max_line_lenn": {"default": 1}}}}}

@@ -147,6 +147,27 @@ def resolve(rule: Rule, cfg: FiltersConfig, ext: str, lang: str, kind: str) -> f
     return None if builtin_default is None else float(builtin_default)
 
 
+def live_columns(cfg: FiltersConfig) -> set[str]:
+    """Score columns that some enabled rule can compare (has a threshold at any level).
+
+    In filter mode the stage computes only these: a rule switched off "neither drops
+    nor is reported", and the heavier scores (encoded-data runs, comments, markup)
+    cost most of the stage's time. Annotate mode computes every score.
+    """
+    live = set()
+    for rule in RULES:
+        user = cfg.rules.get(rule.name)
+        if user is not None and not user.enabled:
+            continue
+        builtin_default = getattr(cfg, _RECIPE_DEFAULTS[rule.name]) if rule.name in _RECIPE_DEFAULTS else rule.default
+        candidates = [builtin_default, *rule.kinds.values(), *rule.langs.values(), *rule.exts.values()]
+        if user is not None:
+            candidates += [user.default, *user.kinds.values(), *user.langs.values(), *user.exts.values()]
+        if any(v is not None for v in candidates):
+            live.add(rule.column)
+    return live
+
+
 def thresholds(rule: Rule, cfg: FiltersConfig, keys: list[tuple[str, str, str]]) -> np.ndarray:
     """Per-row thresholds (NaN = off) from per-row (extension, language, kind) keys."""
     cache: dict[tuple[str, str, str], float] = {}

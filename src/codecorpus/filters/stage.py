@@ -46,27 +46,34 @@ def _nullable(values: np.ndarray, column: str) -> pa.Array:
     return pa.array(values, mask=missing).cast(typ)
 
 
-def annotate(table: pa.Table) -> pa.Table:
-    """Every heuristic score as a typed column (the annotator half of the stage)."""
+def annotate(table: pa.Table, only: set[str] | None = None) -> pa.Table:
+    """Typed score columns (the annotator half of the stage): every score, or the
+    line-based four plus those named in ``only`` (``rules.live_columns``)."""
     texts = table.column(schema.TEXT)
     langs = table.column(schema.LANG)
-    basic = line_scores(texts)
-    frac, longest = scores.encoded_scores(texts)
-    visible_chars, visible_frac = scores.html_visible(texts, langs)
-    columns = {
+    basic = line_scores(texts)  # one pass gives all four; always written
+    columns: dict[str, np.ndarray] = {
         schema.MAX_LINE_LEN: basic.max_line_len.astype(np.float64),
         schema.MEAN_LINE_LEN: basic.mean_line_len,
         schema.ALNUM_FRAC: basic.alnum_frac,
         schema.ALPHA_FRAC: basic.alpha_frac,
-        schema.NUM_LINES: scores.num_lines(texts),
-        schema.COMMENT_FRAC: scores.comment_frac(texts, langs),
-        schema.ENCODED_DATA_FRAC: frac,
-        schema.MAX_ENCODED_RUN: longest,
-        schema.AUTOGEN_SCORE: scores.autogen_score(texts),
-        schema.XML_TEXT_FRAC: scores.xml_text_frac(texts, langs),
-        schema.HTML_VISIBLE_FRAC: visible_frac,
-        schema.HTML_VISIBLE_CHARS: visible_chars,
     }
+
+    def wanted(*names: str) -> bool:
+        return only is None or any(n in only for n in names)
+
+    if wanted(schema.NUM_LINES):
+        columns[schema.NUM_LINES] = scores.num_lines(texts)
+    if wanted(schema.COMMENT_FRAC):
+        columns[schema.COMMENT_FRAC] = scores.comment_frac(texts, langs)
+    if wanted(schema.ENCODED_DATA_FRAC, schema.MAX_ENCODED_RUN):
+        columns[schema.ENCODED_DATA_FRAC], columns[schema.MAX_ENCODED_RUN] = scores.encoded_scores(texts)
+    if wanted(schema.AUTOGEN_SCORE):
+        columns[schema.AUTOGEN_SCORE] = scores.autogen_score(texts)
+    if wanted(schema.XML_TEXT_FRAC):
+        columns[schema.XML_TEXT_FRAC] = scores.xml_text_frac(texts, langs)
+    if wanted(schema.HTML_VISIBLE_FRAC, schema.HTML_VISIBLE_CHARS):
+        columns[schema.HTML_VISIBLE_CHARS], columns[schema.HTML_VISIBLE_FRAC] = scores.html_visible(texts, langs)
     for name, values in columns.items():
         table = with_column(table, name, _nullable(values, name))
     return table
@@ -124,7 +131,7 @@ def run(table: pa.Table, cfg: FiltersConfig, index: decontam.DecontamIndex | Non
     is None and ``cfg.decontam`` is set, it is built (and cached) in this process.
     """
     index = decontam.index_for(cfg.decontam, index)
-    table = annotate(table)
+    table = annotate(table, None if cfg.mode == "annotate" else rules.live_columns(cfg))
     verdict = rules.judge(table, cfg)
     enforce = cfg.mode == "filter"
     keep = verdict.keep if enforce else np.ones(table.num_rows, bool)
