@@ -12,25 +12,10 @@ documents (documents cut into more than one piece) for both, and BFD time.
 from __future__ import annotations
 
 import argparse
-import sysconfig
 import time
-from pathlib import Path
 
 import numpy as np
-
-
-def documents(mb: float) -> list[str]:
-    texts, total = [], 0
-    for path in sorted(Path(sysconfig.get_paths()["stdlib"]).rglob("*.py")):
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (UnicodeDecodeError, OSError):
-            continue
-        texts.append(text)
-        total += len(text.encode())
-        if total >= mb * 1e6:
-            break
-    return texts
+from corpus import stdlib_texts
 
 
 def concat_and_chunk_truncations(lengths: np.ndarray, seq_len: int) -> tuple[int, int]:
@@ -51,7 +36,7 @@ def main() -> None:
     from codecorpus.tokenize.tokenizer import load_tokenizer
 
     tok = load_tokenizer(TokenizerConfig(builtin="qwen2.5"))
-    texts = documents(args.mb)
+    texts = stdlib_texts(args.mb)
     ids = [np.asarray([*t, tok.eos_id], np.int32) for t in tok.encode_batch(texts)]
     lengths = np.fromiter(map(len, ids), np.int64, len(ids))
     total = int(lengths.sum())

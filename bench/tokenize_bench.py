@@ -15,26 +15,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import sysconfig
 import tempfile
 import time
-from pathlib import Path
 
 import pyarrow as pa
-
-
-def corpus(mb: float) -> list[str]:
-    texts, total = [], 0
-    for path in sorted(Path(sysconfig.get_paths()["stdlib"]).rglob("*.py")):
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (UnicodeDecodeError, OSError):
-            continue
-        texts.append(text)
-        total += len(text.encode())
-        if total >= mb * 1e6:
-            break
-    return texts
+from corpus import stdlib_texts
 
 
 def best_of_interleaved(raw, ours, runs: int = 3) -> tuple[float, float]:
@@ -61,7 +46,7 @@ def main() -> None:
     from codecorpus.tokenize import stage
     from codecorpus.tokenize.tokenizer import load_tokenizer, train_tokenizer
 
-    texts = corpus(args.mb)
+    texts = stdlib_texts(args.mb)
     table = pa.table({"text": pa.array(texts, pa.large_string())})
     print(f"{len(texts)} documents, {sum(len(t.encode()) for t in texts) / 1e6:.1f} MB, threads={args.threads}")
     cfg = TokenizeConfig(batch_size=256)

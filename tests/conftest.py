@@ -88,6 +88,24 @@ def write_repos(root: Path) -> Path:
     return root
 
 
+NONDETERMINISTIC = ("_stats.json", "_stage.json", "recipe.yaml")
+"""Run files that carry timings, the node that ran a task, or the --out path."""
+
+
+def run_outputs(run_dir: Path) -> dict[str, bytes]:
+    """Every deterministic output of a run (stage parts, drop logs, work files, shards,
+    manifests) by relative path: what two runs of one recipe must share byte for byte."""
+    files = {}
+    for p in sorted(run_dir.rglob("*")):
+        rel = p.relative_to(run_dir)
+        if not p.is_file() or "_done" in rel.parts or rel.parts[0] == "report":
+            continue
+        if p.name in NONDETERMINISTIC or p.name.startswith("."):
+            continue
+        files[rel.as_posix()] = p.read_bytes()
+    return files
+
+
 @pytest.fixture(scope="session")
 def ray_local():
     """A 2-CPU local Ray shared by the tests that run pipelines."""

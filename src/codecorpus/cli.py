@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from codecorpus import schema
 from codecorpus.config import RecipeError, load_recipe
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
@@ -69,7 +70,7 @@ def _local_view(path: str) -> Path:
     from codecorpus.runtime import store
 
     root = _run_dir(path)
-    store.ensure_local(root / "manifest.json")
+    store.ensure_local(schema.RunPaths(root).manifest)
     store.sync_down(root / "shards")
     return root
 

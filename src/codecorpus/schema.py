@@ -271,8 +271,17 @@ class RunPaths:
     def tokenizer_dir(self) -> Path:
         return self.root / "tokenizer"
 
+    @property
+    def tokenizer_done(self) -> Path:
+        """Holds the key (upstream hash + train config) a trained tokenizer was made under."""
+        return self.tokenizer_dir / "_done"
+
     def stage_dir(self, stage: str) -> Path:
         return self.root / stage
+
+    def stage_meta(self, stage: str) -> Path:
+        """``{"hash": ...}`` of the recipe a stage directory's outputs were made under."""
+        return self.stage_dir(stage) / "_stage.json"
 
     def part(self, stage: str, shard: int) -> Path:
         return self.stage_dir(stage) / f"{shard_name(shard)}.parquet"

@@ -16,7 +16,7 @@ from codecorpus.config import load_recipe_data
 from codecorpus.manifests.manifest import verify
 from codecorpus.runtime.executor import Executor, init_ray
 from codecorpus.tokenize.tokenizer import load_tokenizer
-from conftest import write_repos
+from conftest import run_outputs, write_repos
 
 SEQ_LEN = 64
 
@@ -203,16 +203,6 @@ def test_cli_verify_fails_on_corruption(finished_run, tmp_path):
         assert needle in res.output, (name, res.output)
 
 
-def _outputs(run_dir: Path) -> dict[str, bytes]:
-    """Every deterministic output: stage parts, drop logs, shards, manifests."""
-    files = {}
-    for p in sorted(run_dir.rglob("*")):
-        rel = p.relative_to(run_dir).as_posix()
-        if p.is_file() and "/_done/" not in f"/{rel}" and not rel.startswith("report/") and not rel.endswith(("_stats.json", "_stage.json", "recipe.yaml")):
-            files[rel] = p.read_bytes()
-    return files
-
-
 def test_same_bytes_with_one_and_two_workers(corpus, finished_run, tmp_path):
     run_dir, _ = finished_run
     one = tmp_path / "one"
@@ -221,7 +211,7 @@ def test_same_bytes_with_one_and_two_workers(corpus, finished_run, tmp_path):
         run_recipe(recipe_for(corpus, one), one)
     finally:
         init_ray(2, None)
-    a, b = _outputs(run_dir), _outputs(one)
+    a, b = run_outputs(run_dir), run_outputs(one)
     assert a.keys() == b.keys()
     assert [k for k in a if a[k] != b[k]] == []
 
@@ -250,7 +240,7 @@ def test_resume_skips_completed_shards_and_gives_identical_bytes(corpus, finishe
     assert ran["ingest"][0] == ran["langid"][0] == ran["filters"][0] == ran["dedup"][0] == 0
     assert ran["tokenize"] == (n - n // 2, n // 2)
     assert paths.part("tokenize", 0).stat().st_mtime_ns == kept_mtime
-    a, b = _outputs(reference), _outputs(run_dir)
+    a, b = run_outputs(reference), run_outputs(run_dir)
     assert [k for k in a if a.get(k) != b.get(k)] == [] and a.keys() == b.keys()
 
 

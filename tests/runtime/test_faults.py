@@ -19,9 +19,7 @@ import pytest
 import yaml
 
 from codecorpus import schema
-from conftest import write_repos
-
-SKIP_NAMES = ("_stats.json", "_stage.json", "recipe.yaml")
+from conftest import run_outputs, write_repos
 
 
 def _recipe(tmp: Path, corpus: Path) -> Path:
@@ -58,14 +56,6 @@ def _run(recipe: Path, out: Path, fault: str | None = None, fault_dir: Path | No
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
-def _outputs(run_dir: Path) -> dict[str, bytes]:
-    return {
-        p.relative_to(run_dir).as_posix(): p.read_bytes()
-        for p in sorted(run_dir.rglob("*"))
-        if p.is_file() and "_done" not in p.parts and "report" not in p.parts and p.name not in SKIP_NAMES
-    }
-
-
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("faults")
@@ -93,7 +83,7 @@ def test_sigkill_at_every_point_then_resume_gives_identical_bytes(setup):
         assert not (run_dir / "manifest.json").exists()
     final = _run(recipe, run_dir)
     assert final.returncode == 0, final.stderr
-    a, b = _outputs(reference), _outputs(run_dir)
+    a, b = run_outputs(reference), run_outputs(run_dir)
     assert sorted(a) == sorted(b)
     assert [k for k in a if a[k] != b[k]] == []
     assert not list(run_dir.rglob(".*.tmp"))
@@ -107,7 +97,7 @@ def test_crashed_worker_is_retried(setup):
     done = _run(recipe, run_dir, "crash-once@task:langid:part-00002", fault_dir=tmp)
     assert done.returncode == 0, done.stderr
     assert (tmp / "crashed-task_langid_part-00002").exists()
-    a, b = _outputs(reference), _outputs(run_dir)
+    a, b = run_outputs(reference), run_outputs(run_dir)
     assert [k for k in a if a[k] != b.get(k)] == []
 
 
@@ -122,5 +112,5 @@ def test_poison_shard_fails_with_shard_input_and_error_then_resumes(setup):
     assert "InjectedFault" in message
     assert schema.RunPaths(run_dir).done("langid", "part-00003").exists()  # completed work kept
     assert _run(recipe, run_dir).returncode == 0
-    a, b = _outputs(reference), _outputs(run_dir)
+    a, b = run_outputs(reference), run_outputs(run_dir)
     assert [k for k in a if a[k] != b.get(k)] == []

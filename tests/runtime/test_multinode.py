@@ -9,9 +9,7 @@ import pytest
 from codecorpus.config import load_recipe_data
 from codecorpus.manifests.manifest import verify
 from codecorpus.runtime.executor import Executor, init_ray
-from conftest import write_repos
-
-SKIP = ("_stats.json", "_stage.json", "recipe.yaml")
+from conftest import run_outputs, write_repos
 
 
 def _recipe(corpus: Path) -> dict:
@@ -23,14 +21,6 @@ def _recipe(corpus: Path) -> dict:
         },
         "tokenizer": {"builtin": "gpt2"},
         "outputs": [{"name": "short", "seq_len": 64}],
-    }
-
-
-def _outputs(run_dir: Path) -> dict[str, bytes]:
-    return {
-        p.relative_to(run_dir).as_posix(): p.read_bytes()
-        for p in sorted(run_dir.rglob("*"))
-        if p.is_file() and "_done" not in p.parts and "report" not in p.parts and p.name not in SKIP
     }
 
 
@@ -57,7 +47,7 @@ def test_two_node_cluster_gives_single_node_bytes(tmp_path):
     finally:
         ray.shutdown()
         cluster.shutdown()
-    a, b = _outputs(single), _outputs(multi)
+    a, b = run_outputs(single), run_outputs(multi)
     assert sorted(a) == sorted(b)
     assert [k for k in a if a[k] != b[k]] == []
     assert verify(multi) == []

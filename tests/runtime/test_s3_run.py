@@ -13,9 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from conftest import make_bucket, s3_client, write_repos
-
-SKIP = ("_stats.json", "_stage.json", "recipe.yaml")
+from conftest import NONDETERMINISTIC, make_bucket, run_outputs, s3_client, write_repos
 
 
 def _upload_tree(client, root: Path, bucket: str, prefix: str) -> None:
@@ -37,22 +35,13 @@ def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "codecorpus", *args], env=env, capture_output=True, text=True, timeout=600)
 
 
-def _local_outputs(run_dir: Path) -> dict[str, bytes]:
-    return {
-        p.relative_to(run_dir).as_posix(): p.read_bytes()
-        for p in sorted(run_dir.rglob("*"))
-        if p.is_file() and "_done" not in p.parts and "report" not in p.parts and p.name not in SKIP
-        and not p.name.startswith(".")
-    }
-
-
 def _bucket_outputs(client, bucket: str, prefix: str) -> dict[str, bytes]:
     out = {}
     for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/"):
         for obj in page.get("Contents", []):
             rel = obj["Key"][len(prefix) + 1 :]
             parts = rel.split("/")
-            if "_done" in parts or "report" in parts or parts[-1] in SKIP:
+            if "_done" in parts or "report" in parts or parts[-1] in NONDETERMINISTIC:
                 continue
             out[rel] = client.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
     return out
@@ -78,7 +67,7 @@ def test_s3_inputs_and_run_dir_give_the_local_bytes(tmp_path, s3_server):
     remote = _cli(["run", str(recipe), "--out", "s3://s3run-runs/r1", "--workers", "2", "--quiet"], env)
     assert remote.returncode == 0, remote.stderr[-3000:]
 
-    expected, got = _local_outputs(local), _bucket_outputs(s3_client(s3_server), "s3run-runs", "r1")
+    expected, got = run_outputs(local), _bucket_outputs(s3_client(s3_server), "s3run-runs", "r1")
     assert sorted(expected) == sorted(got)
     assert [k for k in expected if expected[k] != got[k]] == []
     assert s3_server["secret_access_key"] not in remote.stdout + remote.stderr

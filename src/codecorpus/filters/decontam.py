@@ -318,6 +318,11 @@ def cached_index(cfg: DecontamConfig) -> DecontamIndex:
     return _CACHE[key]
 
 
+def driver_index(cfg: DecontamConfig | None) -> DecontamIndex | None:
+    """Built once on the driver and shipped inside the stage function to every task."""
+    return build_index(cfg) if cfg is not None else None
+
+
 def index_for(cfg: DecontamConfig | None, shipped: DecontamIndex | None) -> DecontamIndex | None:
     """The index a stage task uses: none when decontamination is off, else the one the
     driver built and shipped, else this process's cached build."""

@@ -2,7 +2,8 @@
 
 The run reads like the recipe (``Executor.run``)::
 
-    ingest -> langid -> filters -> dedup(keys -> resolve -> apply) -> tokenize -> pack -> manifest
+    ingest -> langid -> filters -> dedup(signatures -> pairs -> clusters -> members -> keep -> apply)
+           -> tokenize -> pack -> manifests -> report
 
 Each stage has a hash chained from the hash before it, so a changed setting
 redoes that stage and every later one; within a stage, a task whose marker
@@ -169,7 +170,7 @@ class Executor:
         """Heuristics, decontamination and redaction (issue 4): the benchmark n-gram index is
         built once here, on the driver, and shipped to every task inside the stage function."""
         cfg = self.recipe.stages.filters
-        index = decontam.build_index(cfg.decontam) if cfg.decontam is not None else None
+        index = decontam.driver_index(cfg.decontam)
         return self._map_stage("filters", functools.partial(filters_stage.run, cfg=cfg, index=index))
 
     def dedup(self) -> tuple[int, int]:
@@ -353,7 +354,7 @@ class Executor:
         """Selection, decontamination and redaction; the benchmark index is built once here
         on the driver (as for ``filters``) and shipped to every task in the stage function."""
         cfg = self.recipe.stages.sft_select
-        index = decontam.build_index(cfg.decontam) if cfg.decontam is not None else None
+        index = decontam.driver_index(cfg.decontam)
         return self._map_stage("sft_select", functools.partial(sft_select.run, cfg=cfg, index=index))
 
     def sft_dedup(self) -> tuple[int, int]:
@@ -407,7 +408,7 @@ class Executor:
         if cfg.train is None:
             return cfg
         path = self.run.tokenizer_dir / "tokenizer.json"
-        meta = self.run.tokenizer_dir / "_done"
+        meta = self.run.tokenizer_done
         key = config_hash(self._hashes[self._upstream("tokenize")], cfg)
         if not (ensure_local(path).exists() and ensure_local(meta).exists() and meta.read_text() == key):
             parts = [self.run.part(self._upstream("tokenize"), i) for i in range(self._shard_count(self._upstream("tokenize")))]
@@ -458,13 +459,13 @@ class Executor:
 
     def _read_stage_meta(self, stage: str) -> dict[str, Any]:
         try:
-            return json.loads(ensure_local(self.run.stage_dir(stage) / "_stage.json").read_text())
+            return json.loads(ensure_local(self.run.stage_meta(stage)).read_text())
         except (OSError, ValueError):
             return {}
 
     def _write_stage_meta(self, stage: str) -> None:
         meta = {"hash": self._hashes[stage]}
-        atomic_write_bytes(self.run.stage_dir(stage) / "_stage.json", json.dumps(meta, sort_keys=True).encode())
+        atomic_write_bytes(self.run.stage_meta(stage), json.dumps(meta, sort_keys=True).encode())
 
     def _map_stage(self, stage: str, fn: Callable) -> tuple[int, int]:
         ctx, upstream = self._ctx(stage), self._upstream(stage)

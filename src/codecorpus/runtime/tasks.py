@@ -172,6 +172,17 @@ def map_task(ctx: TaskContext, shard: int, in_stage: str, fn: Callable[[pa.Table
     return finish_shard(ctx, shard, result, stats)
 
 
+def _finish_phase(
+    ctx: TaskContext, phase: str, source: int, task: str, parts: dict[int, pa.Table], rows: int, t0: float
+) -> dict:
+    """Write a phase task's output partitions (file ``source`` in each), then its marker."""
+    for p, table in sorted(parts.items()):
+        write_parquet(ctx.run.work_part(ctx.stage, phase, p, source), table)
+    stats = {"rows": rows, "seconds": round(time.perf_counter() - t0, 4)}
+    write_marker(ctx, task, stats)
+    return stats
+
+
 def scatter_task(
     ctx: TaskContext, phase: str, shard: int, in_stage: str,
     fn: Callable[[pa.Table, int], dict[int, pa.Table]],
@@ -179,11 +190,8 @@ def scatter_task(
     """Phase of a global stage: one input shard -> one file per partition (all written)."""
     t0 = time.perf_counter()
     parts = fn(read_parquet(ctx.run.part(in_stage, shard)), shard)
-    for p, table in sorted(parts.items()):
-        write_parquet(ctx.run.work_part(ctx.stage, phase, p, shard), table)
-    stats = {"rows": sum(t.num_rows for t in parts.values()), "seconds": round(time.perf_counter() - t0, 4)}
-    write_marker(ctx, f"{phase}-{schema.shard_name(shard)}", stats)
-    return stats
+    rows = sum(t.num_rows for t in parts.values())
+    return _finish_phase(ctx, phase, shard, f"{phase}-{schema.shard_name(shard)}", parts, rows, t0)
 
 
 def reduce_task(
@@ -194,11 +202,8 @@ def reduce_task(
     t0 = time.perf_counter()
     inputs = [read_parquet(ctx.run.work_part(ctx.stage, in_phase, partition, s)) for s in range(n_inputs)]
     parts = fn(pa.concat_tables(inputs))
-    for p, table in sorted(parts.items()):
-        write_parquet(ctx.run.work_part(ctx.stage, phase, p, partition), table)
-    stats = {"rows": sum(t.num_rows for t in inputs), "seconds": round(time.perf_counter() - t0, 4)}
-    write_marker(ctx, f"{phase}-p{partition:05d}", stats)
-    return stats
+    rows = sum(t.num_rows for t in inputs)
+    return _finish_phase(ctx, phase, partition, f"{phase}-p{partition:05d}", parts, rows, t0)
 
 
 def apply_task(
@@ -237,11 +242,7 @@ def stream_reduce_task(
             yield table
 
     parts = fn(inputs())
-    for p, table in sorted(parts.items()):
-        write_parquet(ctx.run.work_part(ctx.stage, phase, p, partition), table)
-    stats = {"rows": rows[0], "seconds": round(time.perf_counter() - t0, 4)}
-    write_marker(ctx, f"{phase}-p{partition:05d}", stats)
-    return stats
+    return _finish_phase(ctx, phase, partition, f"{phase}-p{partition:05d}", parts, rows[0], t0)
 
 
 def scatter_side_task(
@@ -255,11 +256,8 @@ def scatter_side_task(
         [read_parquet(ctx.run.work_part(ctx.stage, side_phase, shard, p)) for p in range(n_side)]
     )
     parts = fn(table, side, shard)
-    for p, out in sorted(parts.items()):
-        write_parquet(ctx.run.work_part(ctx.stage, phase, p, shard), out)
-    stats = {"rows": sum(t.num_rows for t in parts.values()), "seconds": round(time.perf_counter() - t0, 4)}
-    write_marker(ctx, f"{phase}-{schema.shard_name(shard)}", stats)
-    return stats
+    rows = sum(t.num_rows for t in parts.values())
+    return _finish_phase(ctx, phase, shard, f"{phase}-{schema.shard_name(shard)}", parts, rows, t0)
 
 
 def apply_sides_task(
