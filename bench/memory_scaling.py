@@ -165,6 +165,8 @@ class Peaks:
     daemons_sum: int = 0
     tree_pss: int = 0
     workers_seen: set[int] = field(default_factory=set)
+    daemons: dict[str, int] = field(default_factory=dict)
+    """Largest RSS of each non-worker process, by command name."""
     by_stage: dict[str, int] = field(default_factory=dict)
     """Largest worker RSS seen while running a task of each stage (Ray titles a worker
     process ``ray::<task name>``, and codecorpus names tasks ``<stage>:<task>``)."""
@@ -187,6 +189,8 @@ class Peaks:
                 self.by_stage[stage] = max(self.by_stage.get(stage, 0), rss)
             else:
                 daemons += rss
+                name = fields.get("Name", "?").strip()
+                self.daemons[name] = max(self.daemons.get(name, 0), rss)
         self.workers_sum = max(self.workers_sum, workers)
         self.daemons_sum = max(self.daemons_sum, daemons)
         self.tree_pss = max(self.tree_pss, pss)
@@ -211,6 +215,18 @@ def run_sampled(cmd: list[str], interval: float) -> tuple[float, Peaks]:
     if proc.returncode != 0:
         sys.exit(f"codecorpus run failed ({proc.returncode}):\n{output.decode(errors='replace')[-4000:]}")
     return seconds, peaks
+
+
+def task_peaks(run: Path) -> dict[str, tuple[int, str, int]]:
+    """Each step's largest task peak RSS, measured inside the task (``runtime/memory.py``):
+    step label -> (bytes, task, the worker's RSS when that task started). Exact per task,
+    unlike the process-tree samples."""
+    out = {}
+    for stats_file in sorted(run.glob("*/_stats.json")):
+        steps = json.loads(stats_file.read_text()).get("memory", {}).get("steps", {})
+        for step, m in steps.items():
+            out[step] = (m["peak_rss"], m["task"], m["rss_before"])
+    return out
 
 
 def documents(run: Path) -> str:
@@ -266,12 +282,24 @@ def main() -> None:
             print(f"      documents: {documents(run)}")
             print("      largest worker RSS while running each stage (MiB): "
                   + ", ".join(f"{k} {v / 2**20:.0f}" for k, v in sorted(p.by_stage.items())))
+            print("      largest non-worker processes (MiB): " + ", ".join(
+                f"{k} {v / 2**20:.0f}" for k, v in sorted(p.daemons.items(), key=lambda kv: -kv[1])[:6]))
+            peaks = task_peaks(run)
+            results[factor] += (peaks,)
+            print("      largest task peak RSS per step, measured in the task (MiB): "
+                  + ", ".join(f"{k} {v[0] / 2**20:.0f}" for k, v in peaks.items()))
             shutil.rmtree(corpus, ignore_errors=True)
             if not args.keep:
                 shutil.rmtree(run, ignore_errors=True)
         lo, hi = min(results), max(results)
         if lo != hi:
-            (s0, t0, a), (s1, t1, b) = results[lo], results[hi]
+            (s0, t0, a, pa_), (s1, t1, b, pb) = results[lo], results[hi]
+            print(f"task peak RSS per step, {lo}x -> {hi}x (MiB; in brackets the worker's RSS when the task "
+                  "started, which a reused worker carries over from earlier tasks):")
+            for step, (peak, task, before) in pb.items():
+                lo_peak, _, lo_before = pa_.get(step, (0, "", 0))
+                print(f"  {step:<28} {lo_peak / 2**20:6.0f} [{lo_before / 2**20:4.0f}] -> "
+                      f"{peak / 2**20:6.0f} [{before / 2**20:4.0f}]  ({task})")
             print(f"{hi}x / {lo}x: corpus {s1 / s0:.1f}x, wall {t1 / t0:.1f}x, driver RSS {b.driver / a.driver:.2f}x, "
                   f"largest worker RSS {b.worker_max / a.worker_max:.2f}x, tree PSS {b.tree_pss / a.tree_pss:.2f}x")
     finally:

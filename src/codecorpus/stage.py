@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 
 from codecorpus import schema
@@ -38,3 +39,25 @@ def with_column(table: pa.Table, name: str, values: pa.Array | list) -> pa.Table
     if name in table.column_names:
         return table.set_column(table.column_names.index(name), name, arr)
     return table.append_column(pa.field(name, typ), arr)
+
+
+def text_slices(texts: pa.Array | pa.ChunkedArray, max_bytes: int) -> list[pa.Array]:
+    """Consecutive zero-copy slices (``large_string``) of whole texts, each about ``max_bytes``
+    of text (a longer text alone), so a vectorised pass over a shard needs memory for one slice.
+
+    >>> [len(s) for s in text_slices(pa.array(["ab", "cd", "efgh", ""]), 4)]
+    [2, 2]
+    """
+    arr = texts.combine_chunks() if isinstance(texts, pa.ChunkedArray) else texts
+    arr = arr.cast(pa.large_string())
+    n = len(arr)
+    if n == 0:
+        return []
+    offsets = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset : arr.offset + n + 1]
+    out, start = [], 0
+    while start < n:
+        end = int(np.searchsorted(offsets, offsets[start] + max_bytes, "right")) - 1
+        end = min(max(end, start + 1), n)
+        out.append(arr.slice(start, end - start))
+        start = end
+    return out

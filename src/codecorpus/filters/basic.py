@@ -36,7 +36,10 @@ import numpy as np
 import pyarrow as pa
 
 from codecorpus import schema
+from codecorpus.stage import text_slices
 
+SLICE_BYTES = 1 << 20
+"""Texts are scored about this many bytes at a time (memory: ~12 bytes per text byte)."""
 RULES = (schema.MAX_LINE_LEN, schema.MEAN_LINE_LEN, schema.ALNUM_FRAC)
 """StarCoder's three rules, whose names are also their score columns and drop reasons."""
 
@@ -122,8 +125,7 @@ def line_scores(texts: pa.Array | pa.ChunkedArray) -> Scores:
     >>> s.max_line_len.tolist(), s.mean_line_len.tolist(), s.alnum_frac.tolist()
     ([4, 0, 5], [3.0, 0.0, 2.5], [0.8571428571428571, 0.0, 0.0])
     """
-    chunks = texts.chunks if isinstance(texts, pa.ChunkedArray) else [texts]
-    parts = [_chunk_scores(chunk.cast(pa.large_string())) for chunk in chunks]
+    parts = [_chunk_scores(part) for part in text_slices(texts, SLICE_BYTES)]
     if not parts:
         empty = np.zeros(0)
         return Scores(empty.astype(np.int64), empty, empty, empty)

@@ -40,6 +40,7 @@ import numpy as np
 import pyarrow as pa
 
 from codecorpus.config import BenchmarkFile, DecontamConfig, RecipeError
+from codecorpus.stage import text_slices
 
 _TOKEN = re.compile(r"[A-Za-z0-9_\u0080-\U0010ffff]+|[^A-Za-z0-9_\u0080-\U0010ffff\t\n\x0b\x0c\r ]")
 # byte classes of the same tokenizer, for the vectorised path: 0 space, 1 word, 2 punctuation
@@ -109,17 +110,21 @@ def tokenize(text: str) -> list[str]:
 
 
 _POWERS: dict[int, np.ndarray] = {}
+_POWERS_KEPT = 1 << 22
+"""Longest power table a process keeps (32 MiB per base); longer ones are computed per call."""
 
 
 def _powers(base: np.uint64, n: int) -> np.ndarray:
-    """``base**i mod 2**64`` for i < n, from a per-process table that only ever grows."""
+    """``base**i mod 2**64`` for i < n, from a per-process table that grows up to ``_POWERS_KEPT``."""
     have = _POWERS.get(int(base))
     if have is None or len(have) < n:
-        size = max(n, 1 << 16, 2 * len(have) if have is not None else 0)
+        size = max(n, 1 << 16, min(2 * len(have), _POWERS_KEPT) if have is not None else 0)
         out = np.empty(size, np.uint64)
         out[0] = 1
         with np.errstate(over="ignore"):
             np.cumprod(np.full(size - 1, base, np.uint64), out=out[1:])
+        if size > _POWERS_KEPT:
+            return out[:n]
         _POWERS[int(base)] = have = out
     return have[:n]
 
@@ -358,6 +363,11 @@ def _hits(index: DecontamIndex, grams: np.ndarray, docs: np.ndarray, length: int
     return qdoc[qpos][same].astype(np.int64), index.entries[rows][same].astype(np.int64), q[qpos][same]
 
 
+MATCH_CHUNK_BYTES = 1 << 18
+"""Texts are matched in runs of about this many bytes (a longer text alone): the vectorised
+pass holds ~50 bytes of arrays per text byte, so this, not the shard size, bounds its memory."""
+
+
 def match(texts: list[str] | pa.Array | pa.ChunkedArray, index: DecontamIndex) -> Matches:
     """Each text's best entry overlap (share of the entry's n-grams it holds) and its label."""
     if isinstance(texts, list):
@@ -367,6 +377,17 @@ def match(texts: list[str] | pa.Array | pa.ChunkedArray, index: DecontamIndex) -
     best = np.full(n_docs, -1, np.int64)
     if not n_docs or not len(index.labels):
         return Matches(overlap, [None] * n_docs)
+    start = 0
+    for part in text_slices(texts, MATCH_CHUNK_BYTES):
+        end = start + len(part)
+        _match_rows(part, index, overlap[start:end], best[start:end])
+        start = end
+    return Matches(overlap, [index.labels[b] if b >= 0 else None for b in best.tolist()])
+
+
+def _match_rows(texts: pa.Array, index: DecontamIndex, overlap: np.ndarray, best: np.ndarray) -> None:
+    """Fill ``overlap`` and ``best`` (views, one slot per text) for a run of texts."""
+    n_docs = len(texts)
     tok, doc_of_token = shard_token_hashes(texts)
     counts = np.bincount(doc_of_token, minlength=n_docs)
     starts = np.concatenate([[0], np.cumsum(counts)])
@@ -386,7 +407,6 @@ def match(texts: list[str] | pa.Array | pa.ChunkedArray, index: DecontamIndex) -
         for (doc, entry), value in zip(pairs.tolist(), share.tolist(), strict=True):
             if value > overlap[doc] or (value == overlap[doc] and best[doc] >= 0 and entry < best[doc]):
                 overlap[doc], best[doc] = value, entry
-    return Matches(overlap, [index.labels[b] if b >= 0 else None for b in best.tolist()])
 
 
 def benchmark_counts(labels: list[str | None]) -> Counter[str]:

@@ -33,7 +33,7 @@ from codecorpus.filters import stage as filters_stage
 from codecorpus.ingest import plan as ingest_plan
 from codecorpus.ingest import read as ingest_read
 from codecorpus.langid import stage as langid_stage
-from codecorpus.runtime import longtask, mixtask, packtask, sfttask, store, tasks
+from codecorpus.runtime import longtask, memory, mixtask, packtask, sfttask, store, tasks
 from codecorpus.runtime.faults import checkpoint
 from codecorpus.runtime.io import OutputWriteError, atomic_write_bytes, remove_stale_temps
 from codecorpus.runtime.store import ensure_local
@@ -100,9 +100,11 @@ def init_ray(workers: int | None, address: str | None, object_store_bytes: int =
 @ray.remote(max_retries=TASK_RETRIES, retry_exceptions=True)
 def _remote(point: str, fn: Callable[..., Any], *args: Any) -> Any:
     checkpoint(f"task:{point}")
+    rss_before = memory.start_task()
     result = fn(*args)
-    if isinstance(result, dict):  # which node ran it: for the stats, never for outputs
-        result = {**result, "node": ray.get_runtime_context().get_node_id()}
+    if isinstance(result, dict):  # which node ran it and its peak memory: for the stats, never for outputs
+        node = ray.get_runtime_context().get_node_id()
+        result = {**result, "node": node, "memory": memory.end_task(rss_before)}
     return result
 
 
@@ -114,6 +116,7 @@ class Executor:
         self.quiet = quiet
         self._shards: list | None = None
         self._hashes: dict[str, str] = {}
+        self._memory: dict[str, memory.StageMemory] = {}
 
     # --- the pipeline -------------------------------------------------------------
 
@@ -481,7 +484,8 @@ class Executor:
         return ran, skipped
 
     def _write_stats(self, stage: str, stats: dict[str, Any]) -> None:
-        stats = {"stage": stage, "hash": self._hashes[stage], **stats}
+        stats = {"stage": stage, "hash": self._hashes[stage], **stats,
+                 "memory": self._memory.pop(stage, memory.StageMemory()).summary()}
         atomic_write_bytes(self.run.stats(stage), json.dumps(stats, indent=2, sort_keys=True).encode())
 
     def _run_phase(self, label: str, jobs: list[tuple], ctx: TaskContext) -> None:
@@ -509,6 +513,8 @@ class Executor:
                 i = pending.pop(done[0])
                 try:
                     results[i] = ray.get(done[0])
+                    measured = results[i].pop("memory", None) if isinstance(results[i], dict) else None
+                    self._memory.setdefault(ctx.stage, memory.StageMemory()).add(label, jobs[i][0], measured)
                 except ray.exceptions.RayError as err:
                     for ref in pending:
                         ray.cancel(ref)
