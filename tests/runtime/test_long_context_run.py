@@ -116,3 +116,38 @@ def test_verify_catches_long_context_stats_corruption(long_run, tmp_path):
     path.write_text(json.dumps(m))
     problems = verify(path)
     assert any("single_repo_sequences" in p for p in problems)
+
+
+def repository_documents(set_dir: Path) -> dict[str, list[int]]:
+    """Each repository document's tokens, its pieces put back in offset order."""
+    pieces: dict[str, list[tuple[int, list[int]]]] = {}
+    for prefix in shards(set_dir):
+        index = read_index(f"{prefix}.idx")
+        tokens = open_tokens(prefix, index.dtype)
+        for i, seg in enumerate(read_segments(prefix).to_pylist()):
+            start = int(index.sequence_pointers[i]) // index.dtype.itemsize
+            piece = tokens[start : start + int(index.sequence_lengths[i])].tolist()
+            pieces.setdefault(seg[schema.SEG_DOC_ID], []).append((seg[schema.SEG_DOC_OFFSET], piece))
+    return {doc: [t for _, p in sorted(parts) for t in p] for doc, parts in pieces.items()}
+
+
+def test_buckets_grow_with_tokens_and_documents_stay_the_same(long_run, tmp_path):
+    """issue 9: ``long.bucket_tokens`` bounds a bucket, so a larger set gets more buckets
+    (each task's memory stays bounded); the repository documents do not change."""
+    import shutil
+
+    from codecorpus.runtime.longtask import bucket_count
+
+    copy = tmp_path / "run"
+    shutil.copytree(long_run, copy)
+    data = recipe(long_run_corpus(long_run), copy)
+    tokens = json.loads(schema.RunPaths(copy).stats("tokenize").read_text())["tokens_out"]
+    data["outputs"][1]["long"]["bucket_tokens"] = tokens // 8 + 1
+    cfg = load_recipe_data(data)
+    assert bucket_count(cfg.outputs[1].long, tokens) == 8 > cfg.outputs[1].long.buckets
+    Executor(cfg, copy, quiet=True).run_pipeline(only="pack")
+    m = json.loads((copy / "shards/long" / schema.MANIFEST_NAME).read_text())
+    assert m["long_context"]["repositories"] == 2
+    assert len(list((copy / "pack" / "_done").glob("long-part-*"))) == 8
+    assert repository_documents(copy / "shards/long") == repository_documents(long_run / "shards/long")
+    assert verify(copy) == []

@@ -281,7 +281,8 @@ class Executor:
 
     def _pack_long(self, ctx: TaskContext, out, upstream: str, n: int, tok_cfg) -> tuple[int, int, list[dict]]:
         """Long-context set (issue 6): scatter files by repository -> assemble and pack each bucket."""
-        buckets = out.long.buckets
+        tokens = json.loads(ensure_local(self.run.stats(upstream)).read_text())["tokens_out"]
+        buckets = longtask.bucket_count(out.long, tokens)  # issue 9: sized by tokens, so memory is bounded
         phase = longtask.scatter_phase(out)
         self._run_phase(f"pack: {out.name} scatter", [
             (f"{phase}-{schema.shard_name(i)}", tasks.scatter_task, ctx, phase, i, upstream,

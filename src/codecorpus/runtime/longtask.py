@@ -7,15 +7,20 @@ files are spread over many tokenized shards:
     assemble (per bucket): repositories in dependency order -> markers -> pieces
                            -> upsampling / short share -> best-fit pack -> Megatron shard
 
-A bucket holds whole repositories, so one assemble task needs memory for its
-bucket's text and tokens (about 1/``long.buckets`` of the set) and the largest
-repository must fit in one worker.
+A bucket holds whole repositories. The number of buckets grows with the set
+(``bucket_count``: about ``long.bucket_tokens`` tokens each), and a bucket's
+repositories are assembled one at a time, so an assemble task needs about 25
+bytes per token of its bucket (its rows with their text, the pieces, the packed
+shard; measured 426 MiB for a 16.5M-token bucket) plus one repository's text. One repository must fit in one task: repository-level
+documents cannot be cut before they are assembled.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from codecorpus import schema
-from codecorpus.config import OutputSet, Recipe, TokenizerConfig
+from codecorpus.config import LongContextConfig, OutputSet, Recipe, TokenizerConfig
 from codecorpus.manifests import manifest as mf
 from codecorpus.manifests import megatron
 from codecorpus.packing import longctx
@@ -63,30 +68,51 @@ def repository_id(source: str, repo: str) -> str:
     return schema.document_id(source, repo, "", "repository")
 
 
-def _repo_files(table: pa.Table, strip_eos: bool) -> list[tuple[str, str, list[longctx.RepoFile]]]:
-    """(source, repo, files) of each repository in the table, in (source, repo) order."""
-    table = table.sort_by([(schema.SOURCE, "ascending"), (schema.REPO, "ascending"), (schema.PATH, "ascending")])
-    tokens = table.column(schema.TOKENS).combine_chunks() if table.num_rows else None
-    offsets = tokens.offsets.to_numpy() if tokens is not None else np.zeros(1, np.int64)
-    values = tokens.values.to_numpy(zero_copy_only=False) if tokens is not None else np.empty(0, np.uint32)
-    cols = {c: table.column(c).to_pylist() for c in (schema.SOURCE, schema.REPO, schema.PATH, schema.LANG, schema.TEXT)}
-    out: list[tuple[str, str, list[longctx.RepoFile]]] = []
-    for i in range(table.num_rows):
-        key = (cols[schema.SOURCE][i], cols[schema.REPO][i])
-        if not out or out[-1][:2] != key:
-            out.append((*key, []))
+def bucket_count(cfg: LongContextConfig, tokens: int) -> int:
+    """Repository buckets of a long set holding about ``tokens`` tokens (the tokenized corpus,
+    times the largest upsampling factor): at least ``cfg.buckets``, and enough that a bucket
+    holds about ``cfg.bucket_tokens``. Deterministic: a run's token count is.
+
+    >>> from codecorpus.config import LongContextConfig
+    >>> bucket_count(LongContextConfig(buckets=8, bucket_tokens=1000), 20_500)
+    21
+    """
+    factor = max([1.0, *cfg.upsample.values()])
+    return max(cfg.buckets, math.ceil(tokens * factor / cfg.bucket_tokens))
+
+
+def _repositories(table: pa.Table) -> Iterator[tuple[str, str, np.ndarray]]:
+    """(source, repo, row indices in path order) of each repository, in (source, repo) order.
+
+    Only the three key columns are sorted; a repository's rows are taken when it is assembled.
+    """
+    keys = table.select([schema.SOURCE, schema.REPO, schema.PATH])
+    order = pc.sort_indices(keys, sort_keys=[(c, "ascending") for c in keys.column_names]).to_numpy()
+    sources = keys.column(schema.SOURCE).take(order).to_pylist()
+    repos = keys.column(schema.REPO).take(order).to_pylist()
+    start = 0
+    for i in range(1, len(order) + 1):
+        if i == len(order) or (sources[i], repos[i]) != (sources[start], repos[start]):
+            yield sources[start], repos[start], order[start:i]
+            start = i
+
+
+def _repo_files(rows: pa.Table, strip_eos: bool) -> list[longctx.RepoFile]:
+    """The files of one repository's rows (already in path order)."""
+    tokens = rows.column(schema.TOKENS).combine_chunks()
+    offsets = tokens.offsets.to_numpy()
+    values = tokens.values.to_numpy(zero_copy_only=False)
+    paths, langs = rows.column(schema.PATH).to_pylist(), rows.column(schema.LANG).to_pylist()
+    texts = rows.column(schema.TEXT).to_pylist()
+    files = []
+    for i in range(rows.num_rows):
         end = offsets[i + 1] - (1 if strip_eos and offsets[i + 1] > offsets[i] else 0)
-        out[-1][2].append(longctx.RepoFile(
-            cols[schema.PATH][i], cols[schema.LANG][i], cols[schema.TEXT][i], values[offsets[i] : end]
-        ))  # fmt: skip
-    return out
+        files.append(longctx.RepoFile(paths[i], langs[i], texts[i], values[offsets[i] : end]))
+    return files
 
 
-def _apply_fim(
-    repos: list[tuple[str, str, list[longctx.RepoFile]]], out: OutputSet, tokenizer, seed: int, ids: list[str]
-) -> Counter[str]:
-    """FIM per file inside repository documents (``fim:`` on a long set)."""
-    files = [f for _, _, fs in repos for f in fs]
+def _apply_fim(files: list[longctx.RepoFile], ids: list[str], out: OutputSet, tokenizer, seed: int) -> Counter[str]:
+    """FIM per file inside a repository document (``fim:`` on a long set)."""
     done, counts = fim.fim_documents(ids, [f.text for f in files], tokenizer, out.fim, seed, out.name)
     for row, toks in done.items():
         files[row].tokens = np.asarray(toks, np.uint32)
@@ -97,7 +123,11 @@ def assemble_task(
     ctx: TaskContext, out: OutputSet, bucket: int, n_inputs: int, tok_cfg: TokenizerConfig,
     seed: int, append_eos: bool,
 ) -> dict:
-    """One bucket of repositories -> one packed Megatron shard of the long set, then its marker."""
+    """One bucket of repositories -> one packed Megatron shard of the long set, then its marker.
+
+    Repositories are assembled one at a time: the task holds the bucket's rows, the pieces
+    made so far, and the text and tokens of one repository.
+    """
     t0 = time.perf_counter()
     phase = scatter_phase(out)
     table = pa.concat_tables(
@@ -105,24 +135,28 @@ def assemble_task(
     )
     tokenizer = load_tokenizer(tok_cfg)
     cfg = out.long
-    repos = _repo_files(table, strip_eos=append_eos)
     counters: Counter[str] = Counter()
-    if out.fim is not None:
-        sorted_ids = table.sort_by([(schema.SOURCE, "ascending"), (schema.REPO, "ascending"),
-                                    (schema.PATH, "ascending")]).column(schema.ID).to_pylist()  # fmt: skip
-        counters.update(_apply_fim(repos, out, tokenizer, seed, sorted_ids))
-    docs = [
-        longctx.assemble_repository(repository_id(s, r), s, r, files, tokenizer, cfg, out.seq_len, append_eos)
-        for s, r, files in repos
-    ]
+    docs, file_tokens = [], {}
+    for source, repo, rows in _repositories(table):
+        # one-row zero-copy slices: ``take`` on a many-chunk table would concatenate every chunk
+        taken = pa.concat_tables([table.slice(int(i), 1) for i in rows])
+        files = _repo_files(taken, strip_eos=append_eos)
+        if out.fim is not None:
+            counters.update(_apply_fim(files, taken.column(schema.ID).to_pylist(), out, tokenizer, seed))
+        doc_id = repository_id(source, repo)
+        docs.append(longctx.assemble_repository(doc_id, source, repo, files, tokenizer, cfg, out.seq_len, append_eos))
+        file_tokens[doc_id] = sum(len(f.tokens) for f in files) + (1 if append_eos else 0)
+        del taken, files
+    n_repos, rows = len(docs), table.drop_columns([schema.TEXT, schema.TOKENS])
+    del table  # text and tokens now live only in the pieces
     docs, copies = longctx.upsample(docs, cfg, seed)
     docs, left_out = longctx.limit_short_documents(docs, cfg, seed)
     packed = longctx.pack_repositories(docs, out.seq_len)
     record = _write_shard(ctx, out, bucket, packed, tokenizer.vocab_size)
     long_stats = {
         **packed.stats,
-        "repositories": len(repos),
-        "files": table.num_rows,
+        "repositories": n_repos,
+        "files": rows.num_rows,
         "repository_documents": len(docs),
         "pieces": len(packed.sequence_lengths),
         "continuations": sum(len(d.pieces) - 1 for d in docs),
@@ -132,31 +166,22 @@ def assemble_task(
         "short_documents_left_out": len(left_out),
         "short_tokens_left_out": sum(d.tokens for d in left_out),
         "short_tokens": sum(d.tokens for d in docs if d.tokens < cfg.short_doc_tokens),
-        "marker_tokens": len(packed.tokens) - _file_tokens(docs, repos, append_eos),
+        "marker_tokens": len(packed.tokens) - sum(file_tokens[d.doc_id.split("#")[0]] for d in docs),
         **{k: int(v) for k, v in counters.items()},
     }
-    rows = table.drop_columns([schema.TEXT, schema.TOKENS])
     stats = result_stats(
-        table.num_rows, int(pc.sum(table.column(schema.BYTES)).as_py() or 0),
-        int(pc.sum(table.column(schema.NUM_TOKENS)).as_py() or 0), lang_breakdown(rows),
+        rows.num_rows, int(pc.sum(rows.column(schema.BYTES)).as_py() or 0),
+        int(pc.sum(rows.column(schema.NUM_TOKENS)).as_py() or 0), lang_breakdown(rows),
         MapResult(rows), time.perf_counter() - t0,
     )
     stats["set"] = {
         "record": record.to_json() if record else None,
         "truncated_documents": long_stats["split_repositories"],
-        "documents_by_license": dict(Counter(table.column(schema.LICENSE).to_pylist())),
+        "documents_by_license": dict(Counter(rows.column(schema.LICENSE).to_pylist())),
         "long_context": long_stats,
     }
     write_marker(ctx, f"{out.name}-{schema.shard_name(bucket)}", stats)
     return stats
-
-
-def _file_tokens(docs: list[longctx.RepoDocument], repos: list, append_eos: bool) -> int:
-    """Tokens of file contents (and EOS) in the kept documents, so the rest are marker tokens."""
-    per_repo = {
-        repository_id(s, r): sum(len(f.tokens) for f in fs) + (1 if append_eos else 0) for s, r, fs in repos
-    }
-    return sum(per_repo[d.doc_id.split("#")[0]] for d in docs)
 
 
 def _write_shard(
@@ -169,7 +194,7 @@ def _write_shard(
         raise InvariantError(f"token id {int(packed.tokens.max())} outside the vocabulary of {vocab_size}")
     prefix = ctx.run.set_shard_prefix(out.name, bucket)
     files = megatron.write_indexed_dataset(
-        prefix, packed.tokens.astype(dtype), packed.sequence_lengths, packed.document_indices
+        prefix, packed.tokens.astype(dtype, copy=False), packed.sequence_lengths, packed.document_indices
     )
     segments = pa.table(
         {
