@@ -157,6 +157,16 @@ def descendants(root: int) -> list[int]:
     return out
 
 
+def _worker_title(pid: int, fields: dict[str, str]) -> str | None:
+    """``ray::<task>`` of a Ray worker, else None. A worker is told by its command line or, while
+    it is being (re)titled, by its process name (the command line is briefly the interpreter's)."""
+    title = _cmdline(pid)
+    if title.startswith("ray::"):
+        return title
+    name = fields.get("Name", "").strip()
+    return name if name.startswith("ray::") else None
+
+
 @dataclass
 class Peaks:
     driver: int = 0
@@ -181,7 +191,7 @@ class Peaks:
             pss += _pss(pid)
             if pid == root:
                 self.driver = max(self.driver, rss)
-            elif (title := _cmdline(pid)).startswith("ray::"):
+            elif (title := _worker_title(pid, fields)) is not None:
                 self.workers_seen.add(pid)
                 self.worker_max = max(self.worker_max, rss)
                 workers += rss

@@ -105,6 +105,7 @@ def _remote(point: str, fn: Callable[..., Any], *args: Any) -> Any:
     if isinstance(result, dict):  # which node ran it and its peak memory: for the stats, never for outputs
         node = ray.get_runtime_context().get_node_id()
         result = {**result, "node": node, "memory": memory.end_task(rss_before)}
+    memory.release()
     return result
 
 

@@ -13,8 +13,13 @@ timings: they describe a run, never its outputs.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import gc
 from pathlib import Path
 from typing import Any
+
+import pyarrow as pa
 
 _STATUS = Path("/proc/self/status")
 _CLEAR_REFS = Path("/proc/self/clear_refs")
@@ -48,6 +53,27 @@ def end_task(rss_before: int | None) -> dict[str, int] | None:
         return None
     peak = _status_bytes("VmHWM").get("VmHWM")
     return None if peak is None else {"rss_before": rss_before, "peak_rss": peak}
+
+
+def _libc_trim():
+    name = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to trim
+        return None
+
+
+_MALLOC_TRIM = _libc_trim()
+
+
+def release() -> None:
+    """Hand memory a finished task freed back to the OS, so a reused worker does not carry
+    the largest task's heap into every later one: Python's garbage, glibc's free pages
+    (``malloc_trim``) and Arrow's pool."""
+    gc.collect()
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
+    pa.default_memory_pool().release_unused()
 
 
 class StageMemory:
