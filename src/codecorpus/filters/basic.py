@@ -38,8 +38,9 @@ import pyarrow as pa
 from codecorpus import schema
 from codecorpus.stage import text_slices
 
-SLICE_BYTES = 1 << 20
-"""Texts are scored about this many bytes at a time (memory: ~12 bytes per text byte)."""
+SLICE_BYTES = 1 << 18
+"""Texts are scored about this many bytes at a time (memory: ~12 bytes per text byte; smaller
+slices also ran faster, staying in cache: 105-120 MB/s at 256 KiB against 59-82 MB/s for a whole 8 MB shard)."""
 RULES = (schema.MAX_LINE_LEN, schema.MEAN_LINE_LEN, schema.ALNUM_FRAC)
 """StarCoder's three rules, whose names are also their score columns and drop reasons."""
 

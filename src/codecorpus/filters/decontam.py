@@ -365,7 +365,8 @@ def _hits(index: DecontamIndex, grams: np.ndarray, docs: np.ndarray, length: int
 
 MATCH_CHUNK_BYTES = 1 << 18
 """Texts are matched in runs of about this many bytes (a longer text alone): the vectorised
-pass holds ~50 bytes of arrays per text byte, so this, not the shard size, bounds its memory."""
+pass holds ~50 bytes of arrays per text byte, so this, not the shard size, bounds its memory
+(+30 MiB on an 8 MB shard instead of +389 MiB), and it ran faster too (26 against 12-14 MB/s)."""
 
 
 def match(texts: list[str] | pa.Array | pa.ChunkedArray, index: DecontamIndex) -> Matches:
