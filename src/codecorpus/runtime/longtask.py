@@ -11,8 +11,9 @@ A bucket holds whole repositories. The number of buckets grows with the set
 (``bucket_count``: about ``long.bucket_tokens`` tokens each), and a bucket's
 repositories are assembled one at a time, so an assemble task needs about 25
 bytes per token of its bucket (its rows with their text, the pieces, the packed
-shard; measured 426 MiB for a 16.5M-token bucket) plus one repository's text. One repository must fit in one task: repository-level
-documents cannot be cut before they are assembled.
+shard; measured 426 MiB for a 16.5M-token bucket) plus one repository's text.
+One repository must fit in one task: repository-level documents cannot be cut
+before they are assembled.
 """
 
 from __future__ import annotations
