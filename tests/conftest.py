@@ -92,6 +92,21 @@ NONDETERMINISTIC = ("_stats.json", "_stage.json", "recipe.yaml")
 """Run files that carry timings, the node that ran a task, or the --out path."""
 
 
+def fixture_recipe(corpus: Path, **top: object) -> dict:
+    """The whole pretraining pipeline on a ``write_repos`` corpus: 300-byte shards (several
+    tasks per stage), gpt2, one short set; ``top`` adds top-level keys (name, seed, out)."""
+    return {
+        "sources": [{"type": "local", "name": "fixture", "path": str(corpus)}],
+        "stages": {
+            "ingest": {"shard_bytes": 300}, "langid": {}, "filters": {}, "dedup": {"buckets": 4},
+            "tokenize": {}, "pack": {},
+        },
+        "tokenizer": {"builtin": "gpt2"},
+        "outputs": [{"name": "short", "seq_len": 64}],
+        **top,
+    }
+
+
 def run_outputs(run_dir: Path) -> dict[str, bytes]:
     """Every deterministic output of a run (stage parts, drop logs, work files, shards,
     manifests) by relative path: what two runs of one recipe must share byte for byte."""

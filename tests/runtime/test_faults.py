@@ -19,21 +19,11 @@ import pytest
 import yaml
 
 from codecorpus import schema
-from conftest import run_outputs, write_repos
+from conftest import fixture_recipe, run_outputs, write_repos
 
 
 def _recipe(tmp: Path, corpus: Path) -> Path:
-    data = {
-        "name": "faults",
-        "seed": 3,
-        "sources": [{"type": "local", "name": "fixture", "path": str(corpus)}],
-        "stages": {
-            "ingest": {"shard_bytes": 300}, "langid": {}, "filters": {}, "dedup": {"buckets": 4},
-            "tokenize": {}, "pack": {},
-        },
-        "tokenizer": {"builtin": "gpt2"},
-        "outputs": [{"name": "short", "seq_len": 64}],
-    }
+    data = fixture_recipe(corpus, name="faults", seed=3)
     path = tmp / "recipe.yaml"
     path.write_text(yaml.safe_dump(data))
     return path

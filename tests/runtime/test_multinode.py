@@ -2,26 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from codecorpus.config import load_recipe_data
 from codecorpus.manifests.manifest import verify
 from codecorpus.runtime.executor import Executor, init_ray
-from conftest import run_outputs, write_repos
-
-
-def _recipe(corpus: Path) -> dict:
-    return {
-        "sources": [{"type": "local", "name": "fixture", "path": str(corpus)}],
-        "stages": {
-            "ingest": {"shard_bytes": 300}, "langid": {}, "filters": {}, "dedup": {"buckets": 4},
-            "tokenize": {}, "pack": {},
-        },
-        "tokenizer": {"builtin": "gpt2"},
-        "outputs": [{"name": "short", "seq_len": 64}],
-    }
+from conftest import fixture_recipe, run_outputs, write_repos
 
 
 def test_two_node_cluster_gives_single_node_bytes(tmp_path):
@@ -29,7 +15,7 @@ def test_two_node_cluster_gives_single_node_bytes(tmp_path):
     from ray.cluster_utils import Cluster
 
     corpus = write_repos(tmp_path / "corpus")
-    recipe = load_recipe_data(_recipe(corpus))
+    recipe = load_recipe_data(fixture_recipe(corpus))
     single = tmp_path / "single"
     init_ray(2, None)
     Executor(recipe, single, quiet=True).run_pipeline()

@@ -43,16 +43,10 @@ def test_stage_memory_keeps_the_largest_task_per_step():
 def test_a_run_records_each_steps_peak_task(tmp_path, ray_local):
     from codecorpus.config import load_recipe_data
     from codecorpus.runtime.executor import Executor
-    from conftest import write_repos
+    from conftest import fixture_recipe, write_repos
 
     corpus = write_repos(tmp_path / "corpus")
-    recipe = {
-        "name": "memory", "out": str(tmp_path / "run"),
-        "sources": [{"type": "local", "name": "fixture", "path": str(corpus)}],
-        "stages": {"ingest": {"shard_bytes": 300}, "langid": {}, "dedup": {"buckets": 2}, "tokenize": {}, "pack": {}},
-        "tokenizer": {"builtin": "gpt2"},
-        "outputs": [{"name": "short", "seq_len": 64}],
-    }
+    recipe = fixture_recipe(corpus, name="memory", out=str(tmp_path / "run"))
     run = tmp_path / "run"
     Executor(load_recipe_data(recipe), run, quiet=True).run_pipeline()
     paths = schema.RunPaths(run)

@@ -171,11 +171,15 @@ class Executor:
         return self._map_stage("langid", functools.partial(langid_stage.run, cfg=self.recipe.stages.langid))
 
     def filters(self) -> tuple[int, int]:
-        """Heuristics, decontamination and redaction (issue 4): the benchmark n-gram index is
-        built once here, on the driver, and shipped to every task inside the stage function."""
-        cfg = self.recipe.stages.filters
+        """Heuristics, decontamination and redaction (issue 4)."""
+        return self._map_stage_with_index("filters", filters_stage.run)
+
+    def _map_stage_with_index(self, stage: str, run: Callable[..., Any]) -> tuple[int, int]:
+        """A map stage that decontaminates: the benchmark n-gram index is built once here, on
+        the driver, and shipped to every task inside the stage function."""
+        cfg = getattr(self.recipe.stages, stage)
         index = decontam.driver_index(cfg.decontam)
-        return self._map_stage("filters", functools.partial(filters_stage.run, cfg=cfg, index=index))
+        return self._map_stage(stage, functools.partial(run, cfg=cfg, index=index))
 
     def dedup(self) -> tuple[int, int]:
         """Exact + near-dup phases (issue 5, dedup/near.py): sig -> pairs -> clusters -> members -> keep -> apply."""
@@ -256,13 +260,14 @@ class Executor:
         ctx, upstream = self._ctx("pack"), self._upstream("pack")
         n = self._shard_count(upstream)
         tok_cfg = self.tokenizer_config()
-        self._plan_mixes(ctx, upstream, n)  # issue 7: RUN/mixing/plan.json, read by pack_task
+        upstream_stats = json.loads(ensure_local(self.run.stats(upstream)).read_text())
+        self._plan_mixes(ctx, upstream, n, upstream_stats)  # issue 7: RUN/mixing/plan.json, read by pack_task
         ran = skipped = 0
         set_stats = []
         seed, append_eos = self.recipe.seed, self.recipe.stages.tokenize.append_eos
         for out in self.recipe.outputs:
             if out.kind == "long":  # issue 6: a global phase over repositories
-                r, s, results = self._pack_long(ctx, out, upstream, n, tok_cfg)
+                r, s, results = self._pack_long(ctx, out, upstream, n, tok_cfg, upstream_stats["tokens_out"])
                 ran, skipped = ran + r, skipped + s
                 set_stats.append(results)
                 continue
@@ -280,9 +285,10 @@ class Executor:
         self._write_stats("pack", tasks.aggregate_stats(set_stats[0]))
         return ran, skipped
 
-    def _pack_long(self, ctx: TaskContext, out, upstream: str, n: int, tok_cfg) -> tuple[int, int, list[dict]]:
+    def _pack_long(
+        self, ctx: TaskContext, out, upstream: str, n: int, tok_cfg, tokens: int
+    ) -> tuple[int, int, list[dict]]:
         """Long-context set (issue 6): scatter files by repository -> assemble and pack each bucket."""
-        tokens = json.loads(ensure_local(self.run.stats(upstream)).read_text())["tokens_out"]
         buckets = longtask.bucket_count(out.long, tokens)  # issue 9: sized by tokens, so memory is bounded
         phase = longtask.scatter_phase(out)
         self._run_phase(f"pack: {out.name} scatter", [
@@ -301,7 +307,7 @@ class Executor:
 
     # --- mixing and report (issue 7) -----------------------------------------------
 
-    def _plan_mixes(self, ctx: TaskContext, upstream: str, n: int) -> None:
+    def _plan_mixes(self, ctx: TaskContext, upstream: str, n: int, upstream_stats: dict[str, Any]) -> None:
         """Scan the tokenized shards of every mixed set, then plan them (``runtime/mixtask``)."""
         mixed = mixtask.mixed_sets(self.recipe.outputs)
         for out in mixed:
@@ -310,7 +316,6 @@ class Executor:
                  self.recipe.seed, i, upstream)
                 for i in range(n)
             ], ctx)
-        upstream_stats = json.loads(ensure_local(self.run.stats(upstream)).read_text())
         plans = mixtask.plan_sets(ctx, mixed, self.recipe.seed, n, upstream_stats)
         mixtask.write_plans(self.run, plans)
         for plan in plans:
@@ -356,11 +361,8 @@ class Executor:
         return self._map_stage("sft_validate", functools.partial(sft_validate.run, cfg=self.recipe.stages.sft_validate))
 
     def sft_select(self) -> tuple[int, int]:
-        """Selection, decontamination and redaction; the benchmark index is built once here
-        on the driver (as for ``filters``) and shipped to every task in the stage function."""
-        cfg = self.recipe.stages.sft_select
-        index = decontam.driver_index(cfg.decontam)
-        return self._map_stage("sft_select", functools.partial(sft_select.run, cfg=cfg, index=index))
+        """Selection, decontamination and redaction (as for ``filters``)."""
+        return self._map_stage_with_index("sft_select", sft_select.run)
 
     def sft_dedup(self) -> tuple[int, int]:
         """bands (per shard) -> edges (per bucket) -> clusters (one task) -> apply (per shard)."""
@@ -515,12 +517,12 @@ class Executor:
                 i = pending.pop(done[0])
                 try:
                     results[i] = ray.get(done[0])
-                    measured = results[i].pop("memory", None) if isinstance(results[i], dict) else None
-                    self._memory.setdefault(ctx.stage, memory.StageMemory()).add(label, jobs[i][0], measured)
                 except ray.exceptions.RayError as err:
                     for ref in pending:
                         ray.cancel(ref)
                     raise PipelineError(_task_failure(ctx.stage, jobs[i], err)) from None
+                measured = results[i].pop("memory", None) if isinstance(results[i], dict) else None
+                self._memory.setdefault(ctx.stage, memory.StageMemory()).add(label, jobs[i][0], measured)
                 checkpoint(f"after:{ctx.stage}:{jobs[i][0]}")
                 progress.advance(bar)
         return len(jobs) - skipped, skipped, [r for r in results if r is not None]
