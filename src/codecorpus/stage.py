@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from codecorpus import schema
 
@@ -61,3 +62,15 @@ def text_slices(texts: pa.Array | pa.ChunkedArray, max_bytes: int) -> list[pa.Ar
         out.append(arr.slice(start, end - start))
         start = end
     return out
+
+
+def apply_reasons(table: pa.Table, reasons: pa.Array | pa.ChunkedArray, stage: str,
+                  details: list[str | None] | None = None) -> MapResult:
+    """Keep the rows whose reason is null; the others go to the drop log with their reason."""
+    reasons = reasons.cast(pa.string())
+    drop = reasons.is_valid()
+    dropped_rows = table.filter(drop)
+    drop_reasons = reasons.filter(drop).to_pylist()
+    kept_details = [d for d, r in zip(details, reasons.to_pylist(), strict=True) if r is not None] if details else None
+    dropped = schema.drops_from_rows(dropped_rows, stage, drop_reasons, detail=kept_details)
+    return MapResult(table.filter(pc.invert(drop)), dropped)

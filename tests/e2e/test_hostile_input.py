@@ -38,6 +38,7 @@ import pytest
 from codecorpus import schema
 from codecorpus.config import load_recipe_data
 from codecorpus.ingest import plan as ingest_plan
+from codecorpus.reports.build import write_report
 from codecorpus.runtime.executor import Executor
 
 MB = 1_000_000
@@ -498,6 +499,7 @@ def test_no_credential_in_run_dir_output_or_ray_logs(s3_server, tmp_path, ray_lo
     ]))
     console_out = io.StringIO()
     Executor(recipe, run, console=Console(file=console_out, force_terminal=False, width=120)).run_pipeline()
+    write_report(run)  # as `codecorpus run` does after the run
     captured = capfd.readouterr()
     secret = s3_server["secret_access_key"]
     reasons = Counter(d["reason"] for d in drops(run))

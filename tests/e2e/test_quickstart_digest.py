@@ -21,7 +21,6 @@ import tarfile
 from pathlib import Path
 
 import pytest
-
 from run_digest import file_digests, run_digest
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ from codecorpus import schema
 from codecorpus.config import BenchmarkFile, DecontamConfig, FiltersConfig
 from codecorpus.filters import decontam
 from codecorpus.filters import stage as filters
-from codecorpus.runtime import tasks
+from codecorpus.pipeline import tasks
 
 HUMANEVAL = {e.label: e for e in decontam.humaneval_entries()}
 CLEAN = "def add(a, b):\n    return a + b\n\n\nclass Stack:\n    def __init__(self):\n        self.items = []\n"

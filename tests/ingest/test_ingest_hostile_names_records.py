@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from codecorpus.config import ArchiveSource, IngestConfig, RecordsSource
-from codecorpus.ingest import notebook, plan, read
+from codecorpus.ingest import collect, notebook, plan, read
 
 CFG = IngestConfig()
 
@@ -64,7 +64,7 @@ def test_archive_source_max_archive_bytes_is_applied(tmp_path):
 
 
 def test_storable_keeps_valid_names_as_they_are():
-    assert read.storable("é/ß.py") == "é/ß.py"
+    assert collect.storable("é/ß.py") == "é/ß.py"
     name = "ok.py"
-    assert read.storable(name) is name
-    assert json.dumps(read.storable("\udcff")).isascii() and Path(read.storable("a\udc80")).name == "a\\x80"
+    assert collect.storable(name) is name
+    assert json.dumps(collect.storable("\udcff")).isascii() and Path(collect.storable("a\udc80")).name == "a\\x80"

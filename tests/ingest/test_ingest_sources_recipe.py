@@ -15,7 +15,7 @@ from codecorpus import schema
 from codecorpus.config import RecipeError, load_recipe_data, recipe_to_yaml
 from codecorpus.ingest.plan import plan_shards
 from codecorpus.ingest.read import read_shard
-from codecorpus.runtime import tasks
+from codecorpus.pipeline import tasks
 from conftest import write_repos
 
 

@@ -24,7 +24,7 @@ from codecorpus.manifests import (
     write_segments,
 )
 from codecorpus.manifests.manifest import manifest_bytes
-from codecorpus.runtime.io import sha256_file
+from codecorpus.storage.atomic import sha256_file
 
 SEQ_LEN = 64
 VOCAB = 1000

@@ -24,7 +24,7 @@ from codecorpus.manifests.megatron import (
     write_indexed_dataset,
     write_segments,
 )
-from codecorpus.runtime.io import atomic_write_bytes, atomic_writer, sha256_file
+from codecorpus.storage.atomic import atomic_write_bytes, atomic_writer, sha256_file
 
 SEQ_LEN = 32
 

@@ -12,6 +12,7 @@ import pytest
 from codecorpus import schema
 from codecorpus.config import RecipeError, load_recipe_data
 from codecorpus.manifests.manifest import verify
+from codecorpus.reports.build import write_report
 from codecorpus.runtime.executor import Executor
 
 FILES = {"py": ("Python", 200), "c": ("C", 120), "go": ("Go", 60), "js": ("JavaScript", 60)}
@@ -58,6 +59,7 @@ def mixed_run(tmp_path_factory, ray_local):
     corpus = write_corpus(tmp_path_factory.mktemp("mixcorpus"))
     run_dir = tmp_path_factory.mktemp("mixrun")
     Executor(load_recipe_data(recipe(corpus, run_dir)), run_dir, quiet=True).run_pipeline()
+    write_report(run_dir)  # as `codecorpus run` does after the run
     return corpus, run_dir
 
 

@@ -36,6 +36,7 @@ def recipe(corpus: Path, out: Path, **filters) -> dict:
 
 def run(data: dict, run_dir: Path) -> None:
     Executor(load_recipe_data(data), run_dir, quiet=True).run_pipeline()
+    write_report(run_dir)  # as `codecorpus run` does after the run
 
 
 @pytest.fixture(scope="module")

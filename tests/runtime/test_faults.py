@@ -1,7 +1,7 @@
 """Crashes and poison inputs: the run survives, resumes, and ends with the same bytes.
 
 The runs here are real ``python -m codecorpus run`` processes, killed with
-SIGKILL at named checkpoints (``runtime/faults.py``), each in its own process
+SIGKILL at named checkpoints (``storage/faults.py``), each in its own process
 group so the whole local Ray goes down with it, like a machine crash.
 """
 

@@ -53,7 +53,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from codecorpus.config import RedactConfig
+from codecorpus.filters.config import REDACT_KINDS, RedactConfig
 
 EMAIL_PLACEHOLDER, IP_PLACEHOLDER, KEY_PLACEHOLDER, PASSWORD_PLACEHOLDER = (
     "<EMAIL>", "<IP_ADDRESS>", "<KEY>", "<PASSWORD>",
@@ -229,6 +229,8 @@ DETECTORS: tuple[Detector, ...] = (
        ":", valid=_ipv6_ok),
 )
 KINDS: tuple[str, ...] = tuple(d.kind for d in DETECTORS)
+if KINDS != REDACT_KINDS:  # the config's vocabulary and the detectors must name the same kinds
+    raise ImportError(f"filters/config.py REDACT_KINDS {REDACT_KINDS} != the detectors' kinds {KINDS}")
 DEFAULT_PLACEHOLDERS: dict[str, str] = {
     kind: EMAIL_PLACEHOLDER if kind == "email"
     else IP_PLACEHOLDER if kind in ("ipv4", "ipv6")

@@ -51,7 +51,8 @@ import numpy as np
 import pyarrow as pa
 
 from codecorpus import schema
-from codecorpus.config import FiltersConfig
+from codecorpus.filters import config as filters_config
+from codecorpus.filters.config import FiltersConfig
 
 LICENSE_RULE = "license"
 
@@ -94,6 +95,8 @@ RULES: tuple[Rule, ...] = (
     Rule(schema.PARSE_ERROR_FRAC, schema.PARSE_ERROR_FRAC, "max", 0.1),
 )
 RULE_NAMES: tuple[str, ...] = tuple(r.name for r in RULES)
+if RULE_NAMES != filters_config.RULE_NAMES:  # the config's vocabulary and the rules must agree
+    raise ImportError(f"filters/config.py RULE_NAMES {filters_config.RULE_NAMES} != the rules {RULE_NAMES}")
 BY_NAME: dict[str, Rule] = {r.name: r for r in RULES}
 _RECIPE_DEFAULTS = {schema.MAX_LINE_LEN: "max_line_len", schema.MEAN_LINE_LEN: "max_mean_line_len",
                     schema.ALNUM_FRAC: "min_alnum_frac"}

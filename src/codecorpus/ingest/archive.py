@@ -31,7 +31,7 @@ from typing import IO
 import zstandard
 
 from codecorpus.ingest import license
-from codecorpus.ingest.read import Collector, Origin
+from codecorpus.ingest.collect import Collector, Origin
 from codecorpus.ingest.refs import ArchiveRef
 
 SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar.zst", ".tzst", ".zip")

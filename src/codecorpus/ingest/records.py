@@ -37,7 +37,7 @@ import zstandard
 from codecorpus.config import IngestConfig, RecipeError, RecordsSource
 from codecorpus.ingest import s3 as s3mod
 from codecorpus.ingest.archive import store_errors
-from codecorpus.ingest.read import Collector, Origin
+from codecorpus.ingest.collect import Collector, Origin
 from codecorpus.ingest.refs import RecordRef, S3Conn
 
 PARQUET_SUFFIXES = (".parquet", ".pq")

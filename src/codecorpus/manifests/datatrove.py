@@ -23,7 +23,7 @@ import numpy as np
 
 from codecorpus import schema
 from codecorpus.manifests.megatron import open_loss_mask, open_tokens, read_index, shard_file
-from codecorpus.runtime.io import atomic_write_bytes
+from codecorpus.storage.atomic import atomic_write_bytes
 
 DS_SUFFIX = ".ds"
 

@@ -39,7 +39,7 @@ from codecorpus.manifests.megatron import (
     shard_file,
     token_dtype,
 )
-from codecorpus.runtime.io import atomic_write_bytes, sha256_file
+from codecorpus.storage.atomic import atomic_write_bytes, sha256_file
 
 SHARD_COUNTS = ("tokens", "documents", "segments", "sequences", "loss_tokens", "padding_tokens")
 REQUIRED_FILES = ("bin", "idx", "seg")

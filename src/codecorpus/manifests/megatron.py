@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from codecorpus import schema
-from codecorpus.runtime.io import atomic_write_bytes, sha256_bytes
+from codecorpus.storage.atomic import atomic_write_bytes, sha256_bytes
 
 DTYPE_CODES: dict[int, np.dtype] = {
     code: np.dtype(name) for code, name in schema.MEGATRON_DTYPE_CODES.items()

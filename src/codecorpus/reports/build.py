@@ -30,8 +30,8 @@ from codecorpus.reports.html import (
     top_keys,
     warning,
 )
-from codecorpus.runtime.io import atomic_write_bytes
-from codecorpus.runtime.tasks import write_parquet
+from codecorpus.storage.atomic import atomic_write_bytes
+from codecorpus.storage.parquet import write_parquet
 
 
 def write_tables(root: Path, tables: dict[str, pa.Table]) -> None:

@@ -36,7 +36,7 @@ from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from codecorpus import schema
 from codecorpus.config import RecipeError, TokenizerConfig, TrainTokenizerConfig
-from codecorpus.runtime.io import atomic_write_bytes
+from codecorpus.storage.atomic import atomic_write_bytes
 
 ENDOFTEXT = "<|endoftext|>"
 EOS_CANDIDATES = (ENDOFTEXT, "</s>", "<eos>", "<|end_of_text|>")

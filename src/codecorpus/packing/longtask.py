@@ -34,15 +34,15 @@ from codecorpus.config import LongContextConfig, OutputSet, Recipe, TokenizerCon
 from codecorpus.manifests import manifest as mf
 from codecorpus.manifests import megatron
 from codecorpus.packing import longctx
-from codecorpus.runtime.tasks import (
+from codecorpus.pipeline.tasks import (
     InvariantError,
     TaskContext,
     lang_breakdown,
-    read_parquet,
     result_stats,
     write_marker,
 )
 from codecorpus.stage import MapResult
+from codecorpus.storage.parquet import read_parquet
 from codecorpus.tokenize import fim
 from codecorpus.tokenize.tokenizer import load_tokenizer
 
@@ -235,7 +235,7 @@ def write_long_set_manifest(
     run: schema.RunPaths, out: OutputSet, shard_stats: list[dict[str, Any]], tok_cfg: TokenizerConfig,
     recipe: Recipe,
 ) -> Path:
-    from codecorpus.runtime.packtask import build_packed_set_manifest
+    from codecorpus.packing.task import build_packed_set_manifest
 
     long_stats = long_context_totals(shard_stats)
     fim_counts = {k: long_stats.pop(k) for k in ("fim_documents", "fim_psm", "fim_spm") if k in long_stats}

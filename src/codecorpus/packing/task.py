@@ -21,15 +21,15 @@ from codecorpus.manifests import manifest as mf
 from codecorpus.manifests import megatron
 from codecorpus.mixing import sample as mix_sample
 from codecorpus.packing.pack import pack_documents
-from codecorpus.runtime.tasks import (
+from codecorpus.pipeline.tasks import (
     InvariantError,
     TaskContext,
     lang_breakdown,
-    read_parquet,
     result_stats,
     write_marker,
 )
 from codecorpus.stage import MapResult
+from codecorpus.storage.parquet import read_parquet
 from codecorpus.tokenize import fim
 from codecorpus.tokenize.tokenizer import load_tokenizer
 

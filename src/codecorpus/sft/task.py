@@ -34,13 +34,12 @@ from codecorpus.config import (
 from codecorpus.filters import decontam
 from codecorpus.manifests import manifest as mf
 from codecorpus.manifests import megatron
-from codecorpus.runtime.packtask import tokenizer_config_record
-from codecorpus.runtime.tasks import (
+from codecorpus.packing.task import tokenizer_config_record
+from codecorpus.pipeline.tasks import (
     InvariantError,
     TaskContext,
     finish_shard,
     lang_breakdown,
-    read_parquet,
     result_stats,
     write_marker,
 )
@@ -48,6 +47,7 @@ from codecorpus.sft import ingest as sft_ingest
 from codecorpus.sft.pack import pack_examples
 from codecorpus.sft.template import choose_template
 from codecorpus.stage import MapResult
+from codecorpus.storage.parquet import read_parquet
 from codecorpus.tokenize.tokenizer import load_tokenizer
 
 

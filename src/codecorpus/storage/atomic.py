@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from codecorpus.runtime import store
-from codecorpus.runtime.faults import checkpoint
+from codecorpus.storage import mirror as store
+from codecorpus.storage.faults import checkpoint
 
 _HASH_CHUNK = 1 << 20
 
@@ -86,7 +86,7 @@ def atomic_writer(path: Path | str) -> Iterator[BinaryIO]:
             raise OutputWriteError(path, err) from err
         raise
     fsync_dir(path.parent)
-    store.publish(path)  # an S3 run directory gets the finished file (runtime/store.py)
+    store.publish(path)  # an S3 run directory gets the finished file (storage/mirror.py)
 
 
 TEMP_GLOB = ".*.tmp"

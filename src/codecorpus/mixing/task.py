@@ -22,14 +22,13 @@ from codecorpus import schema
 from codecorpus.config import OutputSet, RecipeError
 from codecorpus.mixing import groups as mg
 from codecorpus.mixing.plan import GroupSupply, SetPlan, plan_set, plans_json
-from codecorpus.runtime.io import atomic_write_bytes
-from codecorpus.runtime.tasks import (
+from codecorpus.pipeline.tasks import (
     InvariantError,
     TaskContext,
-    read_parquet,
     write_marker,
-    write_parquet,
 )
+from codecorpus.storage.atomic import atomic_write_bytes
+from codecorpus.storage.parquet import read_parquet, write_parquet
 
 PHASE = "mixscan"
 

@@ -13,23 +13,21 @@ its outputs are complete; anything else is redone.
 
 from __future__ import annotations
 
-import io
 import json
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from codecorpus import schema
-from codecorpus.runtime.io import atomic_write_bytes
-from codecorpus.runtime.store import ensure_local
 from codecorpus.stage import MapResult
+from codecorpus.storage.atomic import atomic_write_bytes
+from codecorpus.storage.mirror import ensure_local
+from codecorpus.storage.parquet import read_parquet, write_parquet
 
 
 class InvariantError(RuntimeError):
@@ -44,26 +42,6 @@ class TaskContext:
 
 
 # --- parquet and markers --------------------------------------------------------------
-
-
-def write_parquet(path: Path, table: pa.Table) -> int:
-    """Deterministic zstd Parquet, written atomically. Returns the file size."""
-    buf = io.BytesIO()
-    pq.write_table(
-        table,
-        buf,
-        compression=schema.PARQUET_COMPRESSION,
-        compression_level=schema.PARQUET_COMPRESSION_LEVEL,
-        row_group_size=schema.PARQUET_ROW_GROUP_ROWS,
-        write_statistics=False,
-    )
-    data = buf.getbuffer()
-    atomic_write_bytes(path, data)
-    return len(data)
-
-
-def read_parquet(path: Path) -> pa.Table:
-    return pq.read_table(ensure_local(path), memory_map=True)
 
 
 def read_marker(ctx: TaskContext, task: str) -> dict[str, Any] | None:

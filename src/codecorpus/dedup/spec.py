@@ -1,0 +1,103 @@
+"""The dedup stage: exact + near-duplicate (and optional fork) removal, a global stage.
+
+    [fork keys -> fork count -> fork edges -> fork decide]
+    signatures -> pairs -> clusters -> members -> keep -> apply
+
+Each phase is a set of shard- or bucket-level tasks (``dedup/near.py``, ``dedup/forks.py``).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from codecorpus import schema
+from codecorpus.dedup import forks, near
+from codecorpus.dedup.config import DedupConfig
+from codecorpus.pipeline import tasks
+from codecorpus.pipeline.spec import Job, StageRun, StageSpec
+from codecorpus.pipeline.tasks import TaskContext
+
+
+def _part(run: StageRun, stage: str, i: int) -> tuple[str, ...]:
+    return (str(run.run.part(stage, i)),)
+
+
+def _phase_in(run: StageRun, phase: str, p: int) -> tuple[str, ...]:
+    return (str(run.run.work_dir(run.name, phase) / f"p{p:05d}"),)
+
+
+def dedup_phases(run: StageRun) -> list[dict[str, Any]]:
+    cfg, ctx, upstream = run.cfg, run.task, run.upstream
+    n, b = run.shard_count(upstream), cfg.buckets
+    up_ctx = TaskContext(run.run, upstream, run.hashes[upstream])
+    shard_rows = [tasks.read_marker(up_ctx, schema.shard_name(i))["stats"]["rows_out"] for i in range(n)]
+    if cfg.forks.enabled:
+        _fork_phases(run, n)
+    run.run_phase("dedup: signatures", [_signature_job(run, i) for i in range(n)])
+    run.run_phase("dedup: pairs", [
+        Job(f"pairs-p{p:05d}", tasks.reduce_task, (ctx, "pairs", "sig", p, n, functools.partial(near.pairs, cfg=cfg)),
+            _phase_in(run, "sig", p))
+        for p in range(b)
+    ])
+    run.run_phase("dedup: clusters", [
+        Job("clusters-p00000", tasks.stream_reduce_task,
+            (ctx, "clusters", "pairs", 0, b, functools.partial(near.components, shard_rows=shard_rows)))
+    ])
+    run.run_phase("dedup: members", [
+        Job(f"members-{schema.shard_name(i)}", tasks.scatter_side_task,
+            (ctx, "members", i, upstream, "clusters", 1, functools.partial(near.members, cfg=cfg)),
+            _part(run, upstream, i))
+        for i in range(n)
+    ])
+    run.run_phase("dedup: keep", [
+        Job(f"keep-p{p:05d}", tasks.reduce_task,
+            (ctx, "keep", "members", p, n, functools.partial(near.keep, cfg=cfg, n_shards=n)),
+            _phase_in(run, "members", p))
+        for p in range(b)
+    ])
+    return run.run_tasks("dedup: apply", [_apply_job(run, i, b) for i in range(n)])
+
+
+def _apply_job(run: StageRun, i: int, b: int) -> Job:
+    cfg, ctx, upstream = run.cfg, run.task, run.upstream
+    if not cfg.forks.enabled:
+        args = (ctx, i, upstream, "keep", b, functools.partial(near.apply, cfg=cfg))
+        return Job(schema.shard_name(i), tasks.apply_task, args, _part(run, upstream, i))
+    args = (ctx, i, upstream, (("keep", b), ("fdecide", 1)), functools.partial(near.apply_with_forks, cfg=cfg))
+    return Job(schema.shard_name(i), tasks.apply_sides_task, args, _part(run, upstream, i))
+
+
+def _signature_job(run: StageRun, i: int) -> Job:
+    """The signatures task of shard ``i``; with forks on it reads the removed repositories too."""
+    cfg, ctx, upstream, name = run.cfg, run.task, run.upstream, f"sig-{schema.shard_name(i)}"
+    if cfg.forks.enabled:
+        fn = functools.partial(near.candidates_without_forks, cfg=cfg, seed=run.recipe.seed)
+        return Job(name, tasks.scatter_side_task, (ctx, "sig", i, upstream, "fdecide", 1, fn), _part(run, upstream, i))
+    fn = functools.partial(near.candidates, cfg=cfg, seed=run.recipe.seed)
+    return Job(name, tasks.scatter_task, (ctx, "sig", i, upstream, fn), _part(run, upstream, i))
+
+
+def _fork_phases(run: StageRun, n: int) -> None:
+    """fkeys (per shard) -> fcount (per hash bucket) -> fedges (per repo bucket) -> fdecide (one task)."""
+    cfg, ctx, upstream, b = run.cfg, run.task, run.upstream, run.cfg.buckets
+    run.run_phase("dedup: fork keys", [
+        Job(f"fkeys-{schema.shard_name(i)}", tasks.scatter_task,
+            (ctx, "fkeys", i, upstream, functools.partial(forks.keys, cfg=cfg)), _part(run, upstream, i))
+        for i in range(n)
+    ])
+    run.run_phase("dedup: fork count", [
+        Job(f"fcount-p{p:05d}", tasks.reduce_task, (ctx, "fcount", "fkeys", p, n, functools.partial(forks.count, cfg=cfg)))
+        for p in range(b)
+    ])
+    run.run_phase("dedup: fork edges", [
+        Job(f"fedges-p{p:05d}", tasks.reduce_task, (ctx, "fedges", "fcount", p, b, functools.partial(forks.edges, cfg=cfg)))
+        for p in range(b)
+    ])
+    run.run_phase("dedup: fork decide", [
+        Job("fdecide-p00000", tasks.reduce_task,
+            (ctx, "fdecide", "fedges", 0, b, functools.partial(forks.decide, cfg=cfg, n_shards=n)))
+    ])
+
+
+DEDUP = StageSpec("dedup", "global", DedupConfig, phases=dedup_phases)

@@ -1,0 +1,163 @@
+"""Config of the sources and of the ingest stage (``sources:``, ``stages.ingest``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, SecretStr
+
+from codecorpus.model import Model
+
+
+class LocalSource(Model):
+    """A directory of repositories, or one repository."""
+
+    type: Literal["local"]
+    name: str = Field(min_length=1)
+    path: str
+    layout: Literal["auto", "repos", "repo"] = Field(
+        "auto",
+        description="repos: every subdirectory is a repository; repo: the directory is one; "
+        "auto: one repository if it has .git or files at its top, else repos",
+    )
+    license: str = "unknown"
+    metadata: str | None = Field(
+        None, description="side file (.jsonl/.csv/.parquet) with repo, stars, forks, last_commit"
+    )
+
+
+class PythonEnvSource(Model):
+    """The embedded default corpus: the standard library and installed distributions.
+
+    Each distribution (and the standard library) is one repository. ``distributions``
+    names them; ``all_distributions`` takes every installed one (the scale-up switch).
+    """
+
+    type: Literal["python-env"]
+    name: str = "pyenv"
+    stdlib: bool = True
+    stdlib_tests: bool = True
+    distributions: tuple[str, ...] = ()
+    all_distributions: bool = False
+
+
+class S3Options(Model):
+    """How to reach an S3-compatible store. Unset values come from the usual AWS
+    environment variables / config files (boto3's chain). Secrets are never logged,
+    and never written to the resolved recipe (they print as ``**********``)."""
+
+    endpoint_url: str | None = Field(None, description="e.g. http://127.0.0.1:8333; default: AWS")
+    region: str | None = None
+    access_key_id: SecretStr | None = None
+    secret_access_key: SecretStr | None = None
+
+
+class RepoOptions(Model):
+    """Per-repository settings shared by repository sources."""
+
+    license: str | None = Field(
+        None, description="SPDX id for every repository; default: detect from LICENSE/COPYING/README"
+    )
+    metadata: str | None = Field(
+        None, description="side file (.jsonl/.csv/.parquet) with repo, stars, forks, last_commit"
+    )
+
+
+class GitSource(RepoOptions):
+    """A git repository (path or URL) read from its object store at ``revision``."""
+
+    type: Literal["git"]
+    name: str = Field(min_length=1)
+    path: str = Field(description="a repository path (bare or not) or a URL git can clone")
+    revision: str = "HEAD"
+    repo: str | None = Field(None, description="repository name; default: the path's last part")
+    cache_dir: str = Field(
+        "~/.cache/codecorpus/git", description="where URLs are cloned (bare) before planning"
+    )
+
+
+class ArchiveSource(RepoOptions):
+    """``.tar``, ``.tar.gz``, ``.tgz``, ``.tar.zst``, ``.zip``: a file, a folder of them, or s3://."""
+
+    type: Literal["archive"]
+    name: str = Field(min_length=1)
+    path: str
+    layout: Literal["repo", "repos"] = Field(
+        "repo", description="repo: each archive is one repository; repos: top-level folders are"
+    )
+    strip_components: int = Field(0, ge=0, description="leading path parts removed (as tar's)")
+    max_archive_bytes: int = Field(
+        2_000_000_000, gt=0, description="uncompressed bytes read per archive (zip-bomb cap)"
+    )
+    s3: S3Options = S3Options()
+
+
+class S3Source(RepoOptions):
+    """``s3://bucket/prefix``: repositories (first path part under the prefix = repository),
+    archives and Parquet/JSONL datasets, each object read as its suffix says."""
+
+    type: Literal["s3"]
+    name: str = Field(min_length=1)
+    url: str = Field(pattern=r"^s3://[^/]+(/.*)?$")
+    s3: S3Options = S3Options()
+    layout: Literal["repos", "repo"] = "repos"
+    columns: dict[str, str] = Field(
+        default_factory=dict, description="column mapping for Parquet/JSONL objects (see parquet)"
+    )
+
+
+class RecordColumns(Model):
+    """Which columns of a file-level dataset hold what (The Stack: content, path, repo_name)."""
+
+    text: str = "content"
+    path: str | None = "path"
+    repo: str | None = "repo_name"
+    license: str | None = Field(None, description="e.g. license or max_stars_repo_licenses")
+    lang: str | None = Field(None, description="kept only as a hint; langid re-tags")
+    revision: str | None = None
+
+
+class RecordsSource(Model):
+    """An existing file-level dataset: Parquet or JSONL (``.gz``/``.zst``), local or s3://,
+    or a Hugging Face dataset saved with ``save_to_disk`` (``hf``)."""
+
+    type: Literal["parquet", "jsonl", "hf"]
+    name: str = Field(min_length=1)
+    path: str = Field(description="a file, a folder, a glob, or s3://bucket/prefix")
+    columns: RecordColumns = RecordColumns()
+    license: str = "unknown"
+    s3: S3Options = S3Options()
+    metadata: str | None = None
+
+
+class DocsSource(RepoOptions):
+    """Documentation trees: Markdown, reStructuredText, AsciiDoc, text, HTML (as text)."""
+
+    type: Literal["docs"]
+    name: str = Field(min_length=1)
+    path: str
+    layout: Literal["auto", "repos", "repo"] = "repo"
+
+
+class IngestConfig(Model):
+    max_file_bytes: int = Field(1_000_000, gt=0, description="larger files are dropped (too_large)")
+    shard_bytes: int = Field(8_000_000, gt=0, description="target input bytes per shard")
+    skip_dirs: tuple[str, ...] = Field(
+        (".git", ".hg", ".svn", "__pycache__"),
+        description="directories logged as one skipped_dir drop each and not descended into",
+    )
+    # --- issue 3: exclusions, each its own drop reason ---
+    vendored_dirs: tuple[str, ...] = Field(
+        ("node_modules", "vendor", "third_party", "bower_components", "site-packages",
+         ".venv", "dist", "build", ".tox", "jspm_packages", "Pods", "Carthage"),
+        description="directories of vendored code or build output, dropped as `vendored`",
+    )
+    exclude_generated: bool = Field(
+        True, description="drop lockfiles, minified bundles, protobuf/gRPC outputs, @generated files"
+    )
+    min_encoding_evidence: int = Field(
+        8, ge=1, description="non-UTF-8 bytes needed before a detected encoding is trusted"
+    )
+    max_archive_bytes: int = Field(
+        2_000_000_000, gt=0, description="uncompressed bytes read per archive (zip-bomb cap)"
+    )

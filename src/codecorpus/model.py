@@ -1,0 +1,30 @@
+"""The base of every config model, the recipe error, and the hash that keys resumes.
+
+A leaf: it imports no part of codecorpus, so every part's config module can stand on it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+
+class RecipeError(ValueError):
+    """A recipe that cannot run; the message names the key and the fix."""
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def config_hash(*parts: Any) -> str:
+    """sha256 over the canonical JSON of config models and strings (stage invalidation key)."""
+    h = hashlib.sha256()
+    for part in parts:
+        obj = part.model_dump(mode="json") if isinstance(part, BaseModel) else part
+        h.update(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode())
+        h.update(b"\x00")
+    return h.hexdigest()

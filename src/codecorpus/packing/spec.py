@@ -1,0 +1,96 @@
+"""The pack stage: tokenized shards -> the output sets (a sink).
+
+    [mix scan -> mix plan]   per mixed set (``mixing/task.py``): RUN/mixing/plan.json
+    short sets: pack each tokenized shard (``packing/task.py``)
+    long sets:  scatter files by repository -> assemble and pack each bucket (``packing/longtask.py``)
+    set manifests, then the run manifest
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from codecorpus import schema
+from codecorpus.mixing import task as mixtask
+from codecorpus.packing import longtask
+from codecorpus.packing import task as packtask
+from codecorpus.packing.config import OutputSet, PackConfig
+from codecorpus.pipeline import tasks
+from codecorpus.pipeline.spec import Job, StageRun, StageSpec
+from codecorpus.tokenize.config import TokenizerConfig
+from codecorpus.tokenize.spec import run_tokenizer
+
+
+def pack_phases(run: StageRun) -> list[dict[str, Any]]:
+    """Every output set; a document is counted once per stage: the first set's view is the stage's rows."""
+    upstream = run.upstream
+    n = run.shard_count(upstream)
+    tok_cfg = run_tokenizer(run)
+    upstream_stats = run.stats_of(upstream)
+    plan_mixes(run, n, upstream_stats)  # RUN/mixing/plan.json, read by pack_task
+    seed, append_eos = run.recipe.seed, run.recipe.stages.tokenize.append_eos
+    set_stats = []
+    for out in run.recipe.outputs:
+        if out.kind == "long":
+            set_stats.append(_pack_long(run, out, n, tok_cfg, upstream_stats["tokens_out"]))
+            continue
+        jobs = [
+            Job(f"{out.name}-{schema.shard_name(i)}", packtask.pack_task,
+                (run.task, out, i, upstream, tok_cfg, seed, append_eos), (str(run.run.part(upstream, i)),))
+            for i in range(n)
+        ]
+        results = run.run_tasks(f"pack: {out.name}", jobs)
+        set_stats.append(results)
+        packtask.write_set_manifest(run.run, out, results, tok_cfg, run.recipe, run.hashes[run.name])
+    packtask.write_run_manifest(run.run, run.recipe)
+    return set_stats[0]
+
+
+def _pack_long(run: StageRun, out: OutputSet, n: int, tok_cfg: TokenizerConfig, tokens: int) -> list[dict]:
+    """Long-context set: scatter files by repository -> assemble and pack each bucket."""
+    buckets = longtask.bucket_count(out.long, tokens)  # sized by tokens, so memory is bounded
+    phase = longtask.scatter_phase(out)
+    run.run_phase(f"pack: {out.name} scatter", [
+        Job(f"{phase}-{schema.shard_name(i)}", tasks.scatter_task,
+            (run.task, phase, i, run.upstream, functools.partial(longtask.scatter_repositories, buckets=buckets)),
+            (str(run.run.part(run.upstream, i)),))
+        for i in range(n)
+    ])
+    jobs = [
+        Job(f"{out.name}-{schema.shard_name(b)}", longtask.assemble_task,
+            (run.task, out, b, n, tok_cfg, run.recipe.seed, run.recipe.stages.tokenize.append_eos))
+        for b in range(buckets)
+    ]
+    results = run.run_tasks(f"pack: {out.name}", jobs)
+    longtask.write_long_set_manifest(run.run, out, results, tok_cfg, run.recipe)
+    return results
+
+
+def plan_mixes(run: StageRun, n: int, upstream_stats: dict[str, Any]) -> None:
+    """Scan the tokenized shards of every mixed set, then plan them (``mixing/task.py``)."""
+    mixed = mixtask.mixed_sets(run.recipe.outputs)
+    for out in mixed:
+        run.run_phase(f"pack: mix {out.name}", [
+            Job(f"{mixtask.scan_phase(out.name)}-{schema.shard_name(i)}", mixtask.scan_task,
+                (run.task, out, run.recipe.seed, i, run.upstream), (str(run.run.part(run.upstream, i)),))
+            for i in range(n)
+        ])
+    plans = mixtask.plan_sets(run.task, mixed, run.recipe.seed, n, upstream_stats)
+    mixtask.write_plans(run.run, plans)
+    for plan in plans:
+        if not run.quiet:
+            run.say(mixtask.format_plan(plan))
+        for warning in plan.warnings:
+            run.warn(f"mix warning: {warning}")
+
+
+def output_parts(recipe: Any) -> list[Any]:
+    """The tokenizer and every output set's settings shape the packed shards."""
+    return [recipe.tokenizer, [o.model_dump(mode="json") for o in recipe.outputs]]
+
+
+PACK = StageSpec(
+    "pack", "sink", PackConfig, phases=pack_phases, hash_parts=output_parts, upstream="tokenize",
+    outputs=("shards", "manifest.json"),
+)

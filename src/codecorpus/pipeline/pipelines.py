@@ -1,0 +1,46 @@
+"""The pipelines, as ordered tuples of stage specs: they read like the recipes they run.
+
+A recipe runs the stages of its pipeline that it enables (``stages.<name>: {...}``), in
+this order, with the user's own stages (``stages.<name>: {use: ...}``) inserted after
+the stage each names in ``after:``. Adding a built-in stage is one module with its spec
+plus one entry here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from codecorpus.dedup.spec import DEDUP
+from codecorpus.filters.spec import FILTERS
+from codecorpus.ingest.spec import INGEST
+from codecorpus.langid.spec import LANGID
+from codecorpus.packing.spec import PACK
+from codecorpus.pipeline.spec import Pipeline, StageSpec
+from codecorpus.pipeline.user import user_spec
+from codecorpus.sft.spec import (
+    SFT_DEDUP,
+    SFT_INGEST,
+    SFT_PACK,
+    SFT_RENDER,
+    SFT_SELECT,
+    SFT_VALIDATE,
+)
+from codecorpus.tokenize.spec import TOKENIZE
+
+PRETRAIN: Pipeline = (INGEST, LANGID, FILTERS, DEDUP, TOKENIZE, PACK)
+SFT: Pipeline = (SFT_INGEST, SFT_VALIDATE, SFT_SELECT, SFT_DEDUP, SFT_RENDER, SFT_PACK)
+PIPELINES: dict[str, Pipeline] = {"pretrain": PRETRAIN, "sft": SFT}
+
+
+def pipeline_of(recipe: Any) -> Pipeline:
+    """The pipeline a recipe runs: SFT when it ingests traces, else pretraining."""
+    return SFT if recipe.stages.sft_ingest is not None else PRETRAIN
+
+
+def enabled_specs(recipe: Any) -> list[StageSpec]:
+    """The stages a recipe runs, in order: the ones of its pipeline it enables, and its own
+    stages after the ones they name (``recipe.stages.enabled()`` gives the same names)."""
+    by_name = {spec.name: spec for spec in pipeline_of(recipe)}
+    for name, cfg in recipe.stages.user_stages().items():
+        by_name[name] = user_spec(name, cfg)
+    return [by_name[name] for name in recipe.stages.enabled()]

@@ -1,0 +1,143 @@
+"""What a stage is to the executor: a ``StageSpec``, and the ``Job`` its tasks are made of.
+
+A spec is declared once, beside the stage's code (``langid/spec.py``, ``dedup/spec.py``
+...), and a pipeline is an ordered tuple of specs (``pipeline/pipelines.py``). The
+executor knows the five kinds, never a stage's name:
+
+- ``source``: makes the first shards from the recipe's sources (``plan`` +
+  ``source_jobs``); one job per shard, each writing ``part-N`` and its drop log.
+- ``annotator`` / ``filter``: a map over the upstream shards; ``map_fn`` returns the
+  pure ``table -> MapResult`` function the executor ships to every shard. Annotators
+  add columns, filters drop rows with a reason.
+- ``global``: phases (shuffles) that end in one output shard per input shard;
+  ``phases`` drives them through a ``StageRun`` and returns the output tasks' stats.
+- ``sink``: like ``global``, but writes output sets (``shards/``, manifests) instead
+  of parts; a changed sink removes those too.
+
+A stage's hash is chained: the previous stage's hash, its name, its config, and
+``hash_parts(recipe)`` (files or code it reads beyond its config). A job is a task
+name (its marker), a Ray-free function, its arguments, and the files it reads (named
+in the error when it fails).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+import pyarrow as pa
+
+from codecorpus import schema
+from codecorpus.stage import MapResult
+
+if TYPE_CHECKING:  # type names only: the recipe is built from the parts' configs
+    from codecorpus.config import Recipe
+    from codecorpus.pipeline.tasks import TaskContext
+
+Kind = Literal["source", "annotator", "filter", "global", "sink"]
+MAP_KINDS: tuple[Kind, ...] = ("annotator", "filter")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One task: ``fn(*args)`` on a worker, done when its marker ``name`` holds the stage hash."""
+
+    name: str
+    fn: Callable[..., dict[str, Any]]
+    args: tuple[Any, ...] = ()
+    reads: tuple[str, ...] = ()
+    """The files the task reads, for the error message when it fails."""
+
+    def describe_reads(self) -> str:
+        if not self.reads:
+            return "see the task arguments"
+        if len(self.reads) == 1:
+            return self.reads[0]
+        return f"{len(self.reads)} files, {self.reads[0]} ... {self.reads[-1]}"
+
+
+class StageRun(Protocol):
+    """What a stage's planning code may ask of the run it is part of (the executor)."""
+
+    recipe: Recipe
+    name: str
+    run: schema.RunPaths
+    task: TaskContext
+    upstream: str | None
+    hashes: Mapping[str, str]
+    shards: Sequence[Any]
+    quiet: bool
+
+    @property
+    def cfg(self) -> Any: ...
+
+    def upstream_of(self, stage: str) -> str: ...
+
+    def shard_count(self, stage: str) -> int: ...
+
+    def stats_of(self, stage: str) -> dict[str, Any]: ...
+
+    def run_phase(self, label: str, jobs: Sequence[Job]) -> list[dict[str, Any]]:
+        """Run a phase's jobs (skipping those done); their stats, in job order."""
+        ...
+
+    def run_tasks(self, label: str, jobs: Sequence[Job]) -> list[dict[str, Any]]:
+        """Like ``run_phase``, for the stage's output tasks (counted as the stage's tasks)."""
+        ...
+
+    def call(self, point: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run one function on a worker and wait for it (no marker)."""
+        ...
+
+    def say(self, text: str) -> None: ...
+
+    def warn(self, text: str) -> None: ...
+
+
+def _no_parts(recipe: Recipe) -> list[Any]:
+    return []
+
+
+def _default_config(recipe: Recipe, name: str) -> Any:
+    return getattr(recipe.stages, name)
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """One stage, declared: the executor needs nothing else to plan, run and resume it."""
+
+    name: str
+    kind: Kind
+    config_model: type | None
+    """The frozen pydantic model of ``stages.<name>`` (documentation and validation)."""
+    map_fn: Callable[[StageRun], Callable[[pa.Table], MapResult]] | None = None
+    """Map kinds: the pure shard function (configured), built once on the driver."""
+    phases: Callable[[StageRun], list[dict[str, Any]]] | None = None
+    """Global and sink kinds: run the phases, return the output tasks' stats for ``_stats.json``."""
+    plan: Callable[[Recipe], tuple[list[Any], str]] | None = None
+    """Source kind: the shards of the recipe's sources, and the plan's hash (a stat walk, no reads)."""
+    source_jobs: Callable[[StageRun], list[Job]] | None = None
+    """Source kind: one job per planned shard."""
+    hash_parts: Callable[[Recipe], list[Any]] = _no_parts
+    """What the stage's output depends on beyond its config and the stages before it."""
+    config: Callable[[Recipe, str], Any] = _default_config
+    """The stage's config in a recipe (None: the stage is not enabled)."""
+    upstream: str | None = None
+    """The stage whose shards it reads; None: the enabled stage before it."""
+    outputs: tuple[str, ...] = field(default=())
+    """Run-directory paths (relative) a sink owns beside its stage folder: removed on reset."""
+    check: Callable[[Recipe], None] | None = None
+    """Raises RecipeError before any work when the stage cannot run (e.g. a bad ``use:``)."""
+
+    def __post_init__(self) -> None:
+        needs = {
+            "source": ("plan", "source_jobs"), "annotator": ("map_fn",), "filter": ("map_fn",),
+            "global": ("phases",), "sink": ("phases",),
+        }[self.kind]
+        missing = [k for k in needs if getattr(self, k) is None]
+        if missing:
+            raise TypeError(f"stage spec {self.name} (kind {self.kind}) needs {', '.join(missing)}")
+
+
+Pipeline = tuple[StageSpec, ...]
