@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_serializer, model_validator
 
 from codecorpus.dedup.config import DedupConfig, ForksConfig
 from codecorpus.filters.config import (
@@ -114,6 +114,26 @@ class StagesConfig(Model):
                 raise ValueError(f"stages.{name}: a stage name is letters, digits and _ (it names a folder)")
             extra[name] = value if isinstance(value, UserStageConfig) else _user_stage(name, value)
         return self
+
+    @model_serializer(mode="wrap")
+    def _in_run_order(self, handler: Any) -> dict[str, Any]:
+        """User stages are dumped right after the stage they follow, so the resolved recipe
+        (and the report, which lists stages in its order) reads in run order."""
+        data = handler(self)
+        user = self.user_stages()
+        if not user or not isinstance(data, dict):
+            return data
+        order = self.enabled()
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            if key in user:
+                continue
+            out[key] = value
+            i = order.index(key) + 1 if key in order else len(order)
+            while i < len(order) and order[i] in user:
+                out[order[i]] = data[order[i]]
+                i += 1
+        return out
 
     def user_stages(self) -> dict[str, UserStageConfig]:
         """The user's own stages, in recipe order."""

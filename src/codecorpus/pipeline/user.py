@@ -89,7 +89,7 @@ def _probe_table() -> pa.Table:
         schema.SOURCE: ["probe"] * 2, schema.REPO: ["probe/repo"] * 2, schema.PATH: paths,
         schema.REVISION: ["HEAD"] * 2, schema.LICENSE: ["MIT"] * 2, schema.LANG: ["Python", "Markdown"],
         schema.KIND: ["code", "docs"], schema.TEXT: texts, schema.BYTES: [len(t.encode()) for t in texts],
-        schema.CONTENT_HASH: [schema.content_hash(t.encode()) for t in texts],
+        schema.CONTENT_HASH: [schema.content_hash(t.encode()) for t in texts], schema.ENCODING: ["utf-8"] * 2,
     }
     return pa.table({f.name: pa.array(rows[f.name], f.type) for f in schema.DOC_SCHEMA})
 
@@ -102,7 +102,10 @@ def check_user_stage(name: str, cfg: UserStageConfig) -> None:
             raise RecipeError(f"stages.{name}: {cfg.use} is a datatrove filter: set kind: filter")
         from codecorpus.pipeline import datatrove
 
-        datatrove.build_filter(name, obj, cfg.config)
+        try:  # datatrove imports its optional dependencies (word tokenizers ...) on first use
+            datatrove.run_filter(_probe_table(), name, obj, cfg.config)
+        except ImportError as err:
+            raise RecipeError(f"stages.{name}: {cfg.use} cannot run here: {err}") from None
         return
     if not callable(obj):
         raise RecipeError(f"stages.{name}.use: {cfg.use} is not a function: name fn(table, **config)")
