@@ -74,3 +74,46 @@ def test_optional_imports_are_recognised(tmp_path):
     module = tmp_path / "m.py"
     module.write_text("import yaml\ntry:\n    import torch\nexcept ImportError:\n    torch = None\n")
     assert set(_imported_top_modules(module)) == {"yaml"}
+
+
+def _runtime_closure() -> set[str]:
+    """Distributions that `pip install -e .` brings: codecorpus's requirements, recursively,
+    without extras and without requirements whose environment marker is false here."""
+    from importlib.metadata import PackageNotFoundError, requires
+
+    from packaging.requirements import Requirement
+
+    seen: set[str] = set()
+    todo = ["codecorpus"]
+    while todo:
+        name = todo.pop()
+        try:
+            reqs = requires(name) or []
+        except PackageNotFoundError:
+            continue
+        for text in reqs:
+            req = Requirement(text)
+            if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+                continue
+            dist = _normalize(req.name)
+            if dist not in seen:
+                seen.add(dist)
+                todo.append(dist)
+    return seen
+
+
+def test_shipped_recipes_name_only_what_the_plain_install_brings():
+    import yaml
+
+    closure = _runtime_closure()
+    assert "jinja2" in closure and "ray" in closure
+    wrong = []
+    for recipe in sorted((ROOT / "pipelines").glob("*.yaml")):
+        data = yaml.safe_load(recipe.read_text())
+        for i, src in enumerate(data.get("sources") or []):
+            if src.get("type") != "python-env":
+                continue
+            for dist in src.get("distributions") or []:
+                if _normalize(dist) not in closure:
+                    wrong.append(f"{recipe.name}: sources.{i}.distributions names {dist}")
+    assert not wrong, "a fresh `pip install -e .` does not bring these:\n" + "\n".join(wrong)
