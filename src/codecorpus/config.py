@@ -133,7 +133,8 @@ class GitSource(RepoOptions):
     )
     revision: str = Field("HEAD", description="branch, tag or sha, resolved per repository")
     repo: str | None = Field(
-        None, description="name of a single repository; default: the path's last part"
+        None, description="name of a one-repository source (default: the path's last part); "
+        "a folder or list names each repository by its own path"
     )
     cache_dir: str = Field(
         "~/.cache/codecorpus/git", description="where URLs are cloned (bare) before planning"
@@ -173,8 +174,17 @@ def is_git_url(path: str) -> bool:
 
 
 def git_list_entries(list_file: Path) -> list[str]:
-    """The repository paths/URLs of a git list file: one per line, blank and ``#`` lines skipped."""
-    lines = list_file.read_text(encoding="utf-8", errors="surrogateescape").splitlines()
+    """The repository paths/URLs of a git list file: one per line, blank and ``#`` lines skipped.
+
+    ValueError if the file is binary (it holds a NUL byte).
+    """
+    data = list_file.read_bytes()
+    if b"\0" in data:  # a binary file (a bundle, an archive) is not a list
+        raise ValueError(
+            f"{list_file} is a binary file, not a list of repositories: point path at a repository, "
+            "a folder of them, or a text file with one repository path or URL per line"
+        )
+    lines = data.decode("utf-8", "surrogateescape").splitlines()
     return [s for s in (line.strip() for line in lines) if s and not s.startswith("#")]
 
 

@@ -230,10 +230,19 @@ def test_a_missing_path_or_an_empty_list_is_a_recipe_error_naming_the_key(tmp_pa
     empty.write_text("# nothing yet\n\n")
     with pytest.raises(RecipeError, match=r"sources\.0\.(git\.)?path.*names no repository"):
         load_recipe_data(_recipe(str(empty)))
+    bundle = tmp_path / "r.bundle"
+    bundle.write_bytes(b"# v2 git bundle\n\0\x01")
+    with pytest.raises(RecipeError, match=r"sources\.0\.(git\.)?path.*binary file, not a list"):
+        load_recipe_data(_recipe(str(bundle)))
     (tmp_path / "nothing").mkdir()
     with pytest.raises(RecipeError, match=r"sources\[g\]\.path: no git repository under"):
         plan_shards(load_recipe_data(_recipe(str(tmp_path / "nothing"))).sources, IngestConfig())
     assert load_recipe_data(_recipe("https://example.com/r.git")).sources[0].path == "https://example.com/r.git"
+
+
+def test_repo_names_only_a_one_repository_source(clones: Path):
+    with pytest.raises(RecipeError, match=r"sources\[clones\]\.repo: .*remove repo"):
+        _plan(clones, repo="all")
 
 
 def test_one_source_covers_the_folder_in_a_pipeline_run(clones: Path, tmp_path: Path, ray_local):

@@ -106,7 +106,10 @@ def _clone(url: str, cache_dir: str) -> str:
     cache = Path(os.path.expanduser(cache_dir)) / hashlib.sha256(url.encode()).hexdigest()[:20]
     if (cache / "HEAD").exists():
         return str(cache)
-    cache.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise RecipeError(f"cache_dir {cache_dir}: cannot create it ({err.strerror}); set cache_dir to a writable folder") from None
     tmp = cache.with_name(f"{cache.name}.tmp-{os.getpid()}-{threading.get_ident()}")
     proc = subprocess.run(
         ["git", "clone", "--bare", "--quiet", url, str(tmp)], capture_output=True, env=_GIT_ENV, check=False,
@@ -310,7 +313,7 @@ def find_repositories(root: Path) -> Iterator[Found]:
             with os.scandir(root / rel_dir) as it:
                 entries = sorted(it, key=lambda e: e.name)
         except OSError as err:
-            yield Found(rel_dir, str(root / rel_dir), ("unreadable", err.strerror or str(err)))
+            yield Found(rel_dir or ".", str(root / rel_dir), ("unreadable", err.strerror or str(err)))
             continue
         for e in entries:
             rel = f"{rel_dir}/{e.name}" if rel_dir else e.name
