@@ -17,6 +17,7 @@ import pytest
 
 from codecorpus import schema
 from codecorpus.config import GitSource, IngestConfig, RecipeError, load_recipe_data
+from codecorpus.ingest import git
 from codecorpus.ingest.plan import plan_shards
 from codecorpus.ingest.read import read_shard
 from conftest import LIB_RS, MAIN_PY, UTIL_JS
@@ -144,10 +145,19 @@ def test_a_folder_plans_each_repository_once_with_its_own_name_revision_and_lice
     assert "not a git repository" in drops["broken"][1]
 
 
-def test_plan_is_deterministic_and_reads_no_blob_beyond_the_license_files(clones: Path):
-    assert _plan(clones) == _plan(clones)
-    # gamma's corrupt blob is not touched at plan time: its file is planned as any other
-    assert {r.path for r in _plan(clones) if r.repo == "gamma"} == {"more.txt", "noise.txt", "ok.js"}
+def test_plan_is_deterministic_and_reads_only_license_and_gitmodules_blobs(clones: Path, monkeypatch):
+    requested: list[str] = []
+    real = git.cat_blobs
+
+    def recording(gitdir: str, shas: list[str]) -> dict:
+        requested.extend(shas)
+        return real(gitdir, shas)
+
+    monkeypatch.setattr(git, "cat_blobs", recording)
+    refs = _plan(clones)
+    assert refs == _plan(clones)
+    by_blob = {r.key: r.path for r in refs if r.path != "."}
+    assert requested and {by_blob[s] for s in requested} == {"LICENSE", ".gitmodules"}
 
 
 def test_reading_a_folder_keeps_counts_and_a_corrupt_blob_is_one_drop(clones: Path):

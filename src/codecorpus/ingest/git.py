@@ -101,15 +101,18 @@ def _is_repository_root(d: Path) -> bool:
     return os.path.lexists(d / ".git") or ((d / "HEAD").is_file() and (d / "objects").is_dir())
 
 
-def _clone(url: str, cache_dir: str) -> str:
-    """A bare clone of ``url`` in ``cache_dir`` (made once, atomically, reused after)."""
-    cache = Path(os.path.expanduser(cache_dir)) / hashlib.sha256(url.encode()).hexdigest()[:20]
+def _clone(url: str, src: GitSource) -> str:
+    """A bare clone of ``url`` in the source's ``cache_dir`` (made once, atomically, reused after)."""
+    cache = Path(os.path.expanduser(src.cache_dir)) / hashlib.sha256(url.encode()).hexdigest()[:20]
     if (cache / "HEAD").exists():
         return str(cache)
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise RecipeError(f"cache_dir {cache_dir}: cannot create it ({err.strerror}); set cache_dir to a writable folder") from None
+        raise RecipeError(
+            f"sources[{src.name}].cache_dir: cannot create {cache.parent} ({err.strerror}); "
+            "set cache_dir to a writable folder"
+        ) from None
     tmp = cache.with_name(f"{cache.name}.tmp-{os.getpid()}-{threading.get_ident()}")
     proc = subprocess.run(
         ["git", "clone", "--bare", "--quiet", url, str(tmp)], capture_output=True, env=_GIT_ENV, check=False,
@@ -130,7 +133,7 @@ def resolve_gitdir(src: GitSource) -> str:
     """The git directory of a one-repository source: the repository's own, or a bare clone of a URL."""
     if is_url(src.path):
         try:
-            return _clone(src.path, src.cache_dir)
+            return _clone(src.path, src)
         except UnreadableRepository as err:
             raise RecipeError(f"sources[{src.name}].path: {err.detail}") from None
     root = Path(src.path)
@@ -248,17 +251,17 @@ def _plan_found(src: GitSource, cfg: IngestConfig, found: Found) -> Planned:
     try:
         if found.problem is not None:
             raise UnreadableRepository(*found.problem)
-        gitdir, store = _open(found.location, src.cache_dir)
+        gitdir, store = _open(found.location, src)
         refs = plan_repository(src, cfg, found.name, gitdir)
         return Planned(found.name, refs, store, os.path.realpath(gitdir) == store)
     except UnreadableRepository as err:
         return Planned(found.name, [_repository_drop(src, found.name, err.reason, err.detail, gitdir)])
 
 
-def _open(location: str, cache_dir: str) -> tuple[str, str]:
+def _open(location: str, src: GitSource) -> tuple[str, str]:
     """(git directory, real path of its object store) of a path or URL, as git itself opens it."""
     if is_url(location):
-        gitdir = _clone(location, cache_dir)
+        gitdir = _clone(location, src)
     elif not os.path.lexists(location):
         raise UnreadableRepository("bad_repository", f"{location}: no such file or directory")
     else:  # a work tree's .git (a directory or a gitfile), else the git directory itself
