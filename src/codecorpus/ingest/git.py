@@ -21,6 +21,8 @@ store; git's message is the detail), ``missing_revision``, ``empty_repository``
 already planned: a linked worktree, a list naming a repository twice),
 ``symlink`` and ``unreadable`` (a folder entry not followed). A source that is
 one repository fails with a RecipeError instead: it has nothing else to read.
+A blob git cannot inflate (a corrupt pack) is found only when it is read: that
+file is a ``corrupt_object`` drop and the repository's other files are read.
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ REPOSITORY_PATH = "."
 
 
 class UnreadableRepository(RecipeError):
-    """A repository git cannot read: ``reason`` and ``detail`` become its drop row."""
+    """A repository git cannot read: ``reason`` and ``detail`` become its drop row in a folder
+    or list source; for a one-repository source it is the recipe error (the message)."""
 
     def __init__(self, reason: str, detail: str, message: str | None = None):
         super().__init__(message or detail)
