@@ -12,6 +12,7 @@ from rich.table import Table
 
 from codecorpus import schema
 from codecorpus.config import RecipeError, load_recipe
+from codecorpus.preflight import check_recipe_inputs
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 manifest_app = typer.Typer(no_args_is_help=True, help="Verify or show a run, set or manifest.json.")
@@ -43,6 +44,7 @@ def run(
 
     try:
         cfg = load_recipe(recipe, set_ or [])
+        check_recipe_inputs(cfg)  # every named path exists: fail in a second, not after Ray starts
         run_dir = _run_dir(out_dir or cfg.out)  # before Ray starts: workers inherit the S3 store
         init_ray(workers or cfg.workers, ray_address)
         result = Executor(cfg, run_dir, console=console, quiet=quiet).run_pipeline(only=only, until=until)
@@ -50,6 +52,23 @@ def run(
         _fail(str(err))
     write_run_report(run_dir, quiet)
     print_summary(result)
+    resumed = resume_line(result)
+    if resumed:
+        console.print(resumed, highlight=False)
+
+
+def resume_line(result) -> str | None:
+    """What a resumed run skipped: tasks whose completion marker held the current stage hash."""
+    skipped = [(st.name, st.skipped_tasks, st.skipped_tasks + st.ran_tasks) for st in result.stages]
+    total_skipped = sum(s for _, s, _ in skipped)
+    if not total_skipped:
+        return None
+    total = sum(t for _, _, t in skipped)
+    per_stage = ", ".join(f"{name} {s}/{t}" for name, s, t in skipped if s)
+    return (
+        f"resumed: {total_skipped} of {total} shards were already complete under this recipe and "
+        f"were skipped ({per_stage})"
+    )
 
 
 def write_run_report(run_dir: Path, quiet: bool = False) -> bool:

@@ -15,6 +15,7 @@ and the fix (``RecipeError``). No algorithm code lives here.
 
 from __future__ import annotations
 
+import typing
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -41,6 +42,8 @@ from codecorpus.ingest.config import (
     RepoOptions,
     S3Options,
     S3Source,
+    git_list_entries,
+    is_git_url,
 )
 from codecorpus.langid.config import LangidConfig
 from codecorpus.mixing.config import MixConfig
@@ -235,19 +238,92 @@ def _check_sft_recipe(recipe: Recipe) -> None:
 # --- loading -------------------------------------------------------------------------
 
 
-def _format_validation_error(err: ValidationError, origin: str) -> str:
-    lines = [f"invalid recipe {origin}:"]
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"] if not str(p).startswith("function-after"))
-        msg = e["msg"]
-        if e["type"] == "extra_forbidden":
-            msg = "unknown key: remove it or check its spelling against the README"
-        elif e["type"] == "missing":
-            msg = "required key is missing: add it"
+def _format_validation_error(
+    err: ValidationError, origin: str, data: Any = None, overrides: dict[tuple[str, ...], str] | None = None
+) -> str:
+    """One line per real problem: ``key.path: what is wrong (got value)``.
+
+    Key paths index list items (``sources.0.path``) and leave out pydantic's
+    internal steps (the discriminator tag of a source, validator names). An
+    error that only follows from another one (an empty list once its items
+    failed) is not repeated. An error under a ``--set`` override names the
+    override, not the recipe file.
+    """
+    errors = err.errors()
+    locs = [_clean_loc(e["loc"], data) for e in errors]
+    lines: list[str] = []
+    for e, loc in zip(errors, locs, strict=True):
+        if e["type"] == "too_short" and any(o[: len(loc)] == loc and len(o) > len(loc) for o in locs):
+            continue  # the list is empty only because its items failed: they are reported
+        key, msg = _explain(e, loc)
         value = e.get("input")
-        shown = "" if isinstance(value, dict) or value is None else f" (got {value!r})"
-        lines.append(f"  {loc or '<top>'}: {msg}{shown}")
-    return "\n".join(lines)
+        shown = "" if isinstance(value, (dict, list, tuple)) or value is None else f" (got {_short(value)})"
+        line = f"{key or '<top>'}: {msg}{shown}"
+        override = _override_for(loc, overrides or {})
+        lines.append(f"--set {override}: {line}" if override else line)
+    head = f"invalid recipe {origin}:"
+    if overrides and all(line.startswith("--set ") for line in lines):
+        head = "invalid --set override:"
+    return "\n".join([head, *(f"  {line}" for line in dict.fromkeys(lines))])
+
+
+def _clean_loc(loc: tuple[Any, ...], data: Any) -> tuple[str, ...]:
+    """Drop the parts of a pydantic location that are not keys of the recipe."""
+    out: list[str] = []
+    node = data
+    for part in loc:
+        text = str(part)
+        if text.startswith(("function-", "tagged-union[", "union[")):
+            continue
+        if isinstance(node, dict) and isinstance(part, str) and part not in node and node.get("type") == part:
+            continue  # the discriminator tag of a source: not a key the user wrote
+        out.append(text)
+        if isinstance(node, dict):
+            node = node.get(part)
+        elif isinstance(node, (list, tuple)) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        else:
+            node = None
+    return tuple(out)
+
+
+def _explain(e: dict[str, Any], loc: tuple[str, ...]) -> tuple[str, str]:
+    key, kind = ".".join(loc), e["type"]
+    if kind == "extra_forbidden":
+        return key, "unknown key: remove it or check its spelling against the README"
+    if kind == "missing":
+        return key, "required key is missing: add it"
+    if kind == "union_tag_not_found":
+        return f"{key}.type", f"required key is missing: set it to one of {_expected_tags(e)}"
+    if kind == "union_tag_invalid":
+        return f"{key}.type", f"unknown type {e['ctx'].get('tag')!r}: use one of {_expected_tags(e)}"
+    msg = e["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    return key, msg
+
+
+def _expected_tags(e: dict[str, Any]) -> str:
+    tags = (e.get("ctx") or {}).get("expected_tags")
+    return tags.replace("'", "") if tags else ", ".join(source_types())
+
+
+def source_types() -> list[str]:
+    """The ``type:`` values a source may have, in the order of the ``Source`` union."""
+    members = typing.get_args(typing.get_args(Source)[0])
+    return [tag for m in members for tag in typing.get_args(m.model_fields["type"].annotation)]
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _override_for(loc: tuple[str, ...], overrides: dict[tuple[str, ...], str]) -> str | None:
+    """The ``--set`` text whose key path is, or contains, ``loc``."""
+    for path, text in overrides.items():
+        n = min(len(path), len(loc))
+        if path[:n] == loc[:n]:
+            return text
+    return None
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -280,11 +356,23 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return data
 
 
-def load_recipe_data(data: dict[str, Any], origin: str = "<dict>") -> Recipe:
+def override_paths(overrides: list[str]) -> dict[tuple[str, ...], str]:
+    """Each ``--set`` text by the recipe key path it sets (stage names expanded)."""
+    out: dict[tuple[str, ...], str] = {}
+    for text in overrides:
+        path, _ = parse_override(text)
+        out[tuple(["stages", *path] if path[0] in STAGE_ORDER else path)] = text
+    return out
+
+
+def load_recipe_data(
+    data: dict[str, Any], origin: str = "<dict>", overrides: list[str] | None = None
+) -> Recipe:
     try:
         return Recipe.model_validate(data)
     except ValidationError as err:
-        raise RecipeError(_format_validation_error(err, origin)) from None
+        message = _format_validation_error(err, origin, data, override_paths(overrides or []))
+        raise RecipeError(message) from None
 
 
 def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
@@ -299,7 +387,7 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
         raise RecipeError(f"recipe {path} must be a YAML mapping with sources:, stages:, ...")
     data = apply_overrides(data, overrides or [])
     _resolve_relative_paths(data, path.parent)
-    return load_recipe_data(data, str(path))
+    return load_recipe_data(data, str(path), overrides)
 
 
 def _resolve_relative_paths(data: dict[str, Any], base: Path) -> None:
@@ -359,6 +447,6 @@ __all__ = [
     "PythonEnvSource", "Recipe", "RecipeError", "RecordColumns", "RecordsSource", "RedactConfig", "RepoOptions",
     "RuleConfig", "S3Options", "S3Source", "SftDedupConfig", "SftIngestConfig", "SftPackConfig", "SftRenderConfig",
     "SftSelectConfig", "SftValidateConfig", "Source", "StagesConfig", "TokenizeConfig", "TokenizerConfig",
-    "TracesSource", "TrainTokenizerConfig", "UserStageConfig", "apply_overrides", "config_hash", "load_recipe", "load_recipe_data",
+    "TracesSource", "TrainTokenizerConfig", "UserStageConfig", "apply_overrides", "config_hash", "git_list_entries", "is_git_url", "load_recipe", "load_recipe_data",
     "parse_override", "recipe_hash", "recipe_to_yaml",
 ]

@@ -42,7 +42,7 @@ def test_every_source_type_validates_and_secrets_are_not_written():
 
 
 def test_bad_source_keys_name_the_key():
-    with pytest.raises(RecipeError, match=r"sources\.0\.s3\.url"):
+    with pytest.raises(RecipeError, match=r"sources\.0\.url: "):
         load_recipe_data(_recipe([{"type": "s3", "name": "s", "url": "http://not-s3"}]))
     with pytest.raises(RecipeError, match="colums"):
         load_recipe_data(_recipe([{"type": "parquet", "name": "p", "path": "/x", "colums": {}}]))

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 
 from codecorpus.model import Model
 
@@ -64,16 +65,74 @@ class RepoOptions(Model):
 
 
 class GitSource(RepoOptions):
-    """A git repository (path or URL) read from its object store at ``revision``."""
+    """Git repositories read from their object stores at ``revision``.
+
+    ``path`` names one repository (a work tree or a bare repository), a URL git can
+    clone, a folder searched recursively for repositories, or a text file listing
+    repository paths and URLs, one per line (``#`` starts a comment line; relative
+    paths are relative to the list file).
+    """
 
     type: Literal["git"]
     name: str = Field(min_length=1)
-    path: str = Field(description="a repository path (bare or not) or a URL git can clone")
-    revision: str = "HEAD"
-    repo: str | None = Field(None, description="repository name; default: the path's last part")
+    path: str = Field(
+        description="a repository (bare or not), a URL, a folder of repositories, or a list file"
+    )
+    revision: str = Field("HEAD", description="branch, tag or sha, resolved per repository")
+    repo: str | None = Field(
+        None, description="name of a one-repository source (default: the path's last part); "
+        "a folder or list names each repository by its own path"
+    )
     cache_dir: str = Field(
         "~/.cache/codecorpus/git", description="where URLs are cloned (bare) before planning"
     )
+
+    @field_validator("path")
+    @classmethod
+    def _path_exists(cls, path: str) -> str:
+        if is_git_url(path):
+            return path
+        p = Path(path)
+        if not p.exists():
+            raise ValueError(
+                f"{path} does not exist: point path at a git repository, a folder of them, "
+                "a list file of repository paths/URLs, or a URL"
+            )
+        if p.is_file():
+            try:
+                entries = git_list_entries(p)
+            except OSError as err:
+                raise ValueError(f"cannot read the list file {path}: {err.strerror}") from None
+            if not entries:
+                raise ValueError(
+                    f"the list file {path} names no repository: write one repository path or URL "
+                    "per line ('#' starts a comment)"
+                )
+        return path
+
+
+def is_git_url(path: str) -> bool:
+    """A URL git clones (``scheme://`` or scp-like ``user@host:path``), not a local path.
+
+    >>> is_git_url("file:///srv/r.git"), is_git_url("git@github.com:o/n.git"), is_git_url("/srv/r")
+    (True, True, False)
+    """
+    return "://" in path or (":" in path and "@" in path.split(":", 1)[0])
+
+
+def git_list_entries(list_file: Path) -> list[str]:
+    """The repository paths/URLs of a git list file: one per line, blank and ``#`` lines skipped.
+
+    ValueError if the file is binary (it holds a NUL byte).
+    """
+    data = list_file.read_bytes()
+    if b"\0" in data:  # a binary file (a bundle, an archive) is not a list
+        raise ValueError(
+            f"{list_file} is a binary file, not a list of repositories: point path at a repository, "
+            "a folder of them, or a text file with one repository path or URL per line"
+        )
+    lines = data.decode("utf-8", "surrogateescape").splitlines()
+    return [s for s in (line.strip() for line in lines) if s and not s.startswith("#")]
 
 
 class ArchiveSource(RepoOptions):

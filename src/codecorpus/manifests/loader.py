@@ -176,7 +176,10 @@ class PackedLoader:
 
 
 def _to_torch(sample: dict[str, Any]) -> dict[str, Any]:
-    import torch
+    try:  # torch is optional: the loader's own samples are numpy arrays
+        import torch
+    except ImportError:
+        raise ImportError("as_torch=True needs torch: pip install torch, or leave as_torch off") from None
 
     return {k: torch.from_numpy(np.ascontiguousarray(v)) if isinstance(v, np.ndarray) else v
             for k, v in sample.items()}  # fmt: skip

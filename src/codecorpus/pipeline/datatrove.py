@@ -15,8 +15,14 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
-from datatrove.data import Document
-from datatrove.pipeline.filters.base_filter import BaseFilter, get_filter_result
+
+try:
+    from datatrove.data import Document
+    from datatrove.pipeline.filters.base_filter import BaseFilter, get_filter_result
+except ImportError as err:  # an optional extra: codecorpus runs without it
+    raise ImportError(
+        f"datatrove filters as stages need datatrove: pip install 'codecorpus[datatrove]' ({err})"
+    ) from err
 
 from codecorpus import schema
 from codecorpus.model import RecipeError

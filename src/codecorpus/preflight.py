@@ -1,0 +1,76 @@
+"""Checks a recipe's inputs before any work: every path it names exists.
+
+pydantic checks the shape of a recipe when it loads; this checks the world it
+points at, before Ray starts, so that a typo in a path costs a second rather
+than a cluster start and a half-planned run. Every problem is listed at once,
+each under the key that holds it (``sources.0.path``) with the fix.
+
+Remote locations (``s3://``, URLs git can clone) and globs are left to the
+planner, which reports them with the same key.
+"""
+
+from __future__ import annotations
+
+import glob
+from collections.abc import Iterator
+from pathlib import Path
+
+from codecorpus.config import LocalSource, Recipe, RecipeError
+
+_DIRECTORY_SOURCES = (LocalSource,)
+"""Sources whose ``path`` must be a directory (the others take a file, a folder or a glob)."""
+
+
+def check_recipe_inputs(recipe: Recipe) -> None:
+    """Raise one ``RecipeError`` listing every named input that does not exist."""
+    problems = [f"  {key}: {problem}" for key, problem in _path_problems(recipe)]
+    if problems:
+        raise RecipeError("the recipe names inputs that are not there:\n" + "\n".join(problems))
+
+
+def _path_problems(recipe: Recipe) -> Iterator[tuple[str, str]]:
+    for i, src in enumerate(recipe.sources):
+        path = getattr(src, "path", None)
+        if isinstance(path, str) and path:
+            problem = _local_path_problem(path, directory=isinstance(src, _DIRECTORY_SOURCES))
+            if problem:
+                yield f"sources.{i}.path", problem
+    for key, path in _named_files(recipe):
+        problem = _local_path_problem(path, directory=False)
+        if problem:
+            yield key, problem
+
+
+def _named_files(recipe: Recipe) -> Iterator[tuple[str, str]]:
+    """Every other file a recipe names: tokenizer, benchmark files, task-id lists, chat template."""
+    if recipe.tokenizer is not None and recipe.tokenizer.path:
+        yield "tokenizer.path", recipe.tokenizer.path
+    stages = recipe.stages
+    for stage in ("filters", "sft_select"):
+        cfg = getattr(stages, stage, None)
+        decontam = getattr(cfg, "decontam", None) if cfg is not None else None
+        for j, bench in enumerate(getattr(decontam, "files", None) or ()):
+            yield f"stages.{stage}.decontam.files.{j}.path", bench.path
+    select = getattr(stages, "sft_select", None)
+    for j, path in enumerate(getattr(select, "decontam_task_ids", None) or ()):
+        yield f"stages.sft_select.decontam_task_ids.{j}", path
+    render = getattr(stages, "sft_render", None)
+    template = getattr(render, "chat_template", None) if render is not None else None
+    if isinstance(template, str) and _looks_like_file(template):
+        yield "stages.sft_render.chat_template", template
+
+
+def _local_path_problem(path: str, directory: bool) -> str | None:
+    if "://" in path or path.startswith("git@") or glob.has_magic(path):
+        return None
+    p = Path(path)
+    if not p.exists():
+        return f"{path} does not exist: fix the path (relative paths are relative to the recipe file)"
+    if directory and not p.is_dir():
+        return f"{path} is not a directory: point it at a repository or a folder of them"
+    return None
+
+
+def _looks_like_file(template: str) -> bool:
+    """A chat template is a builtin name or a file; only a path-like value is checked."""
+    return "/" in template or template.endswith((".jinja", ".j2", ".txt"))
