@@ -40,11 +40,13 @@ def run(
     quiet: Annotated[bool, typer.Option(help="no progress bars")] = False,
 ) -> None:
     """Run a pipeline recipe; rerunning the same command resumes it."""
+    from codecorpus.pipeline.pipelines import check_stages
     from codecorpus.runtime.executor import Executor, PipelineError, init_ray
 
     try:
         cfg = load_recipe(recipe, set_ or [])
         check_recipe_inputs(cfg)  # every named path exists: fail in a second, not after Ray starts
+        check_stages(cfg)  # every stage of the user's own imports and fits its contract
         run_dir = _run_dir(out_dir or cfg.out)  # before Ray starts: workers inherit the S3 store
         init_ray(workers or cfg.workers, ray_address)
         result = Executor(cfg, run_dir, console=console, quiet=quiet).run_pipeline(only=only, until=until)

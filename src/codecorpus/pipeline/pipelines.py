@@ -44,3 +44,10 @@ def enabled_specs(recipe: Any) -> list[StageSpec]:
     for name, cfg in recipe.stages.user_stages().items():
         by_name[name] = user_spec(name, cfg)
     return [by_name[name] for name in recipe.stages.enabled()]
+
+
+def check_stages(recipe: Any) -> None:
+    """Raise RecipeError before any work when an enabled stage cannot run (a bad ``use:``)."""
+    for spec in enabled_specs(recipe):
+        if spec.check is not None:
+            spec.check(recipe)

@@ -29,7 +29,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from codecorpus import schema
 from codecorpus.config import STAGE_ORDER, Recipe, RecipeError, config_hash, recipe_to_yaml
 from codecorpus.pipeline import tasks
-from codecorpus.pipeline.pipelines import enabled_specs, pipeline_of
+from codecorpus.pipeline.pipelines import check_stages, enabled_specs, pipeline_of
 from codecorpus.pipeline.spec import MAP_KINDS, Job, StageSpec
 from codecorpus.pipeline.tasks import TaskContext
 from codecorpus.runtime import memory
@@ -120,10 +120,10 @@ class Executor:
         selected = select_stages(list(self.specs), only, until)
         result = RunResult(self.run.root)
         t0 = time.perf_counter()
-        for spec in self.specs.values():  # a stage that cannot run fails before any work
-            if spec.check is not None:
-                spec.check(self.recipe)
+        check_stages(self.recipe)  # a stage that cannot run fails before any work
         source = self.specs[next(iter(self.specs))]
+        if source.kind != "source":
+            raise RecipeError(f"the first stage of this recipe, {source.name}, reads nothing: enable its source stage")
         self._shards, plan_hash = source.plan(self.recipe)
         self._hashes = stage_hashes(self.recipe, plan_hash)
         try:  # fail before any work when the run directory cannot be written at all
