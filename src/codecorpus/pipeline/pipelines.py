@@ -15,6 +15,7 @@ from codecorpus.filters.spec import FILTERS
 from codecorpus.ingest.spec import INGEST
 from codecorpus.langid.spec import LANGID
 from codecorpus.packing.spec import PACK
+from codecorpus.pipeline.config import insert_user_stages
 from codecorpus.pipeline.spec import Pipeline, StageSpec
 from codecorpus.pipeline.user import user_spec
 from codecorpus.sft.spec import (
@@ -38,12 +39,13 @@ def pipeline_of(recipe: Any) -> Pipeline:
 
 
 def enabled_specs(recipe: Any) -> list[StageSpec]:
-    """The stages a recipe runs, in order: the ones of its pipeline it enables, and its own
-    stages after the ones they name (``recipe.stages.enabled()`` gives the same names)."""
-    by_name = {spec.name: spec for spec in pipeline_of(recipe)}
-    for name, cfg in recipe.stages.user_stages().items():
-        by_name[name] = user_spec(name, cfg)
-    return [by_name[name] for name in recipe.stages.enabled()]
+    """The stages a recipe runs, in order: the ones of its pipeline it enables (a config in the
+    recipe), with its own stages placed after the ones they name."""
+    builtin = [spec for spec in pipeline_of(recipe) if spec.config(recipe, spec.name) is not None]
+    user = recipe.stages.user_stages()
+    by_name = {spec.name: spec for spec in builtin}
+    by_name.update({name: user_spec(name, cfg) for name, cfg in user.items()})
+    return [by_name[name] for name in insert_user_stages([s.name for s in builtin], user)]
 
 
 def check_stages(recipe: Any) -> None:

@@ -100,7 +100,7 @@ def _no_parts(recipe: Recipe) -> list[Any]:
 
 
 def _default_config(recipe: Recipe, name: str) -> Any:
-    return getattr(recipe.stages, name)
+    return getattr(recipe.stages, name, None)
 
 
 @dataclass(frozen=True)

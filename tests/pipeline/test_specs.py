@@ -1,0 +1,101 @@
+"""The stage specs and the generic executor: pipelines read like recipes, the executor knows
+kinds only, and a stage added as one spec in a pipeline list runs under the full contract."""
+
+from __future__ import annotations
+
+import ast
+import functools
+import json
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from codecorpus import config, schema
+from codecorpus.config import load_recipe_data
+from codecorpus.pipeline import pipelines
+from codecorpus.pipeline.spec import MAP_KINDS, Job, StageSpec
+from codecorpus.runtime import executor as executor_module
+from codecorpus.runtime.executor import Executor
+from codecorpus.stage import MapResult, apply_reasons
+from conftest import fixture_recipe, write_repos
+
+EXECUTOR_SOURCE = Path(executor_module.__file__).read_text()
+
+
+def test_pipelines_are_the_recipe_stage_order():
+    assert [s.name for s in pipelines.PRETRAIN] == ["ingest", "langid", "filters", "dedup", "tokenize", "pack"]
+    assert [s.name for s in pipelines.PRETRAIN + pipelines.SFT] == list(config.STAGE_ORDER)
+    for pipeline in pipelines.PIPELINES.values():
+        assert pipeline[0].kind == "source" and pipeline[-1].kind == "sink"
+        assert all(s.kind in (*MAP_KINDS, "global") for s in pipeline[1:-1])
+
+
+def test_executor_knows_kinds_never_stage_names():
+    tree = ast.parse(EXECUTOR_SOURCE)
+    methods = {n.name for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for n in c.body
+               if isinstance(n, ast.FunctionDef)}
+    names = {s.name for p in pipelines.PIPELINES.values() for s in p}
+    assert not methods & names and not any(m.startswith(("sft_", "_sft")) for m in methods)
+    literals = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    assert not literals & names and not any(s.startswith("sft_") for s in literals)
+
+
+def test_enabled_specs_follow_the_recipe(tmp_path):
+    recipe = load_recipe_data(fixture_recipe(tmp_path))
+    assert [s.name for s in pipelines.enabled_specs(recipe)] == recipe.stages.enabled()
+    data = fixture_recipe(tmp_path)
+    del data["stages"]["dedup"], data["stages"]["langid"]
+    recipe = load_recipe_data(data)
+    assert [s.name for s in pipelines.enabled_specs(recipe)] == ["ingest", "filters", "tokenize", "pack"]
+
+
+def test_a_spec_names_what_its_kind_needs():
+    with pytest.raises(TypeError, match=r"kind filter.* needs map_fn"):
+        StageSpec("broken", "filter", None)
+    with pytest.raises(TypeError, match=r"kind global.* needs phases"):
+        StageSpec("broken", "global", None)
+
+
+def test_a_job_names_the_files_it_reads():
+    assert Job("t", len, reads=("a.parquet",)).describe_reads() == "a.parquet"
+    assert Job("t", len, reads=("a", "b", "c")).describe_reads() == "3 files, a ... c"
+    assert Job("t", len).describe_reads() == "see the task arguments"
+
+
+# --- a map stage added as one spec -----------------------------------------------------------
+
+
+def drop_short(table: pa.Table, min_bytes: int) -> MapResult:
+    """A built-in-style filter: a pure function over a table with its config bound."""
+    import pyarrow.compute as pc
+
+    short = pc.less(table.column(schema.BYTES), min_bytes)
+    reasons = pc.if_else(short, pa.scalar("too_short_for_test"), pa.scalar(None, pa.string()))
+    return apply_reasons(table, reasons, "min_bytes")
+
+
+MIN_BYTES = StageSpec(
+    "min_bytes", "filter", None, map_fn=lambda run: functools.partial(drop_short, min_bytes=60),
+    config=lambda recipe, name: {"min_bytes": 60},
+)
+
+
+def test_a_new_map_stage_is_one_spec_in_a_pipeline_list(tmp_path, ray_local, monkeypatch):
+    """Put a spec into PRETRAIN after filters: it plans, runs, resumes and is counted like any stage."""
+    from ray import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import a test module
+    i = [s.name for s in pipelines.PRETRAIN].index("filters") + 1
+    monkeypatch.setattr(pipelines, "PRETRAIN", (*pipelines.PRETRAIN[:i], MIN_BYTES, *pipelines.PRETRAIN[i:]))
+    recipe = load_recipe_data(fixture_recipe(write_repos(tmp_path / "corpus")))
+    run = tmp_path / "run"
+    result = Executor(recipe, run, quiet=True).run_pipeline()
+    assert [s.name for s in result.stages] == ["ingest", "langid", "filters", "min_bytes", "dedup", "tokenize",
+                                               "pack"]
+    stats = json.loads(schema.RunPaths(run).stats("min_bytes").read_text())
+    assert stats["dropped"].get("too_short_for_test", 0) > 0
+    assert stats["rows_in"] == stats["rows_out"] + sum(stats["dropped"].values())
+    again = Executor(recipe, run, quiet=True).run_pipeline()
+    assert all(s.ran_tasks == 0 for s in again.stages)
