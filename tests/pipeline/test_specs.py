@@ -10,10 +10,13 @@ import sys
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
+from pydantic import Field
 
 from codecorpus import config, schema
 from codecorpus.config import load_recipe_data
+from codecorpus.model import Model
 from codecorpus.pipeline import pipelines
 from codecorpus.pipeline.spec import MAP_KINDS, Job, StageSpec
 from codecorpus.runtime import executor as executor_module
@@ -67,18 +70,24 @@ def test_a_job_names_the_files_it_reads():
 # --- a map stage added as one spec -----------------------------------------------------------
 
 
-def drop_short(table: pa.Table, min_bytes: int) -> MapResult:
-    """A built-in-style filter: a pure function over a table with its config bound."""
-    import pyarrow.compute as pc
-
-    short = pc.less(table.column(schema.BYTES), min_bytes)
-    reasons = pc.if_else(short, pa.scalar("too_short_for_test"), pa.scalar(None, pa.string()))
-    return apply_reasons(table, reasons, "min_bytes")
+class MinSizeConfig(Model):
+    min_bytes: int = Field(64, ge=0, description="smaller files are dropped (too_small)")
 
 
-MIN_BYTES = StageSpec(
-    "min_bytes", "filter", None, map_fn=lambda run: functools.partial(drop_short, min_bytes=60),
-    config=lambda recipe, name: {"min_bytes": 60},
+def run(table: pa.Table, cfg: MinSizeConfig) -> MapResult:
+    """The example of docs/ARCHITECTURE.md (Adding a stage), as written there."""
+    small = pc.less(table.column(schema.BYTES), cfg.min_bytes)
+    reasons = pc.if_else(small, pa.scalar("too_small"), pa.scalar(None, pa.string()))
+    return apply_reasons(table, reasons, "min_size")
+
+
+def min_size_fn(stage):
+    return functools.partial(run, cfg=stage.cfg)
+
+
+MIN_SIZE = StageSpec(
+    "min_size", "filter", MinSizeConfig, map_fn=min_size_fn,
+    config=lambda recipe, name: MinSizeConfig(),  # always on, with its defaults
 )
 
 
@@ -88,14 +97,14 @@ def test_a_new_map_stage_is_one_spec_in_a_pipeline_list(tmp_path, ray_local, mon
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import a test module
     i = [s.name for s in pipelines.PRETRAIN].index("filters") + 1
-    monkeypatch.setattr(pipelines, "PRETRAIN", (*pipelines.PRETRAIN[:i], MIN_BYTES, *pipelines.PRETRAIN[i:]))
+    monkeypatch.setattr(pipelines, "PRETRAIN", (*pipelines.PRETRAIN[:i], MIN_SIZE, *pipelines.PRETRAIN[i:]))
     recipe = load_recipe_data(fixture_recipe(write_repos(tmp_path / "corpus")))
     run = tmp_path / "run"
     result = Executor(recipe, run, quiet=True).run_pipeline()
-    assert [s.name for s in result.stages] == ["ingest", "langid", "filters", "min_bytes", "dedup", "tokenize",
+    assert [s.name for s in result.stages] == ["ingest", "langid", "filters", "min_size", "dedup", "tokenize",
                                                "pack"]
-    stats = json.loads(schema.RunPaths(run).stats("min_bytes").read_text())
-    assert stats["dropped"].get("too_short_for_test", 0) > 0
+    stats = json.loads(schema.RunPaths(run).stats("min_size").read_text())
+    assert stats["dropped"].get("too_small", 0) > 0
     assert stats["rows_in"] == stats["rows_out"] + sum(stats["dropped"].values())
     again = Executor(recipe, run, quiet=True).run_pipeline()
     assert all(s.ran_tasks == 0 for s in again.stages)
