@@ -158,6 +158,9 @@ def stage_modules(tmp_path, monkeypatch):
         def keep_mask(table):
             return pa.array([True] * table.num_rows)
 
+        def blank_reasons(table):
+            return pa.array([""] * table.num_rows)
+
         NOT_A_FUNCTION = 3
     """)
     monkeypatch.syspath_prepend(str(mods))
@@ -173,6 +176,7 @@ BAD_USES = [
      r"cannot be called as fn\(table, \*\*config\) with config keys \['colour'\]"),
     ({"use": "bad_stages:shrink", "kind": "annotator"}, r"returned 1 values .* an annotator keeps every row"),
     ({"use": "bad_stages:keep_mask", "kind": "filter"}, r"string array of drop reasons .* got an array of bool"),
+    ({"use": "bad_stages:blank_reasons", "kind": "filter"}, r"returned an empty reason"),
     ({"use": "datatrove.pipeline.filters:RegexFilter", "kind": "annotator", "config": {"regex_exp": "x"}},
      r"is a datatrove filter: set kind: filter"),
     ({"use": "datatrove.pipeline.filters:RegexFilter", "kind": "filter", "config": {"pattern": "x"}},

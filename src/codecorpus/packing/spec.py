@@ -92,5 +92,5 @@ def output_parts(recipe: Any) -> list[Any]:
 
 PACK = StageSpec(
     "pack", "sink", PackConfig, phases=pack_phases, hash_parts=output_parts, upstream="tokenize",
-    outputs=("shards", "manifest.json"),
+    output_dirs=("shards",), output_files=("manifest.json",),
 )

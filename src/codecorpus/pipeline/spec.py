@@ -125,8 +125,10 @@ class StageSpec:
     """The stage's config in a recipe (None: the stage is not enabled)."""
     upstream: str | None = None
     """The stage whose shards it reads; None: the enabled stage before it."""
-    outputs: tuple[str, ...] = field(default=())
-    """Run-directory paths (relative) a sink owns beside its stage folder: removed on reset."""
+    output_dirs: tuple[str, ...] = field(default=())
+    """Run-directory folders a sink owns beside its stage folder (``shards``): removed on reset."""
+    output_files: tuple[str, ...] = field(default=())
+    """Run-directory files a sink owns (``manifest.json``): removed on reset."""
     check: Callable[[Recipe], None] | None = None
     """Raises RecipeError before any work when the stage cannot run (e.g. a bad ``use:``)."""
 

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from codecorpus import schema
 from codecorpus.model import RecipeError
@@ -156,6 +157,11 @@ def _check_output(name: str, cfg: UserStageConfig, table: pa.Table, out: Any) ->
         )
     if len(out) != n:
         raise UserStageError(f"stages.{name}: filter {cfg.use} returned {len(out)} reasons for {n} rows")
+    if n and pc.any(pc.equal(out.cast(pa.string()), "")).as_py():
+        raise UserStageError(
+            f"stages.{name}: filter {cfg.use} returned an empty reason: give every dropped row a reason "
+            "string (null keeps the row)"
+        )
 
 
 def run_user_stage(table: pa.Table, *, name: str, cfg: UserStageConfig) -> MapResult:

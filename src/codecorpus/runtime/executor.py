@@ -121,11 +121,7 @@ class Executor:
         result = RunResult(self.run.root)
         t0 = time.perf_counter()
         check_stages(self.recipe)  # a stage that cannot run fails before any work
-        source = self.specs[next(iter(self.specs))]
-        if source.kind != "source":
-            raise RecipeError(f"the first stage of this recipe, {source.name}, reads nothing: enable its source stage")
-        self._shards, plan_hash = source.plan(self.recipe)
-        self._hashes = stage_hashes(self.recipe, plan_hash)
+        self._plan()
         try:  # fail before any work when the run directory cannot be written at all
             atomic_write_bytes(self.run.recipe, recipe_to_yaml(self.recipe).encode())
         except OutputWriteError as err:
@@ -161,9 +157,16 @@ class Executor:
     def stage_run(self, name: str) -> _StageRun:
         """What a stage's planning code sees of this run (``pipeline/spec.py`` ``StageRun``)."""
         if not self._hashes:
-            self._shards, plan_hash = self.specs[next(iter(self.specs))].plan(self.recipe)
-            self._hashes = stage_hashes(self.recipe, plan_hash)
+            self._plan()
         return _StageRun(self, self.specs[name])
+
+    def _plan(self) -> None:
+        """The source's shards (a stat walk, no reads) and every stage's chained hash."""
+        source = next(iter(self.specs.values()))
+        if source.kind != "source":
+            raise RecipeError(f"the first stage of this recipe, {source.name}, reads nothing: enable its source")
+        self._shards, plan_hash = source.plan(self.recipe)
+        self._hashes = stage_hashes(self.recipe, plan_hash)
 
     # --- machinery ----------------------------------------------------------------
 
@@ -197,13 +200,12 @@ class Executor:
         """Remove a stage's outputs made under another recipe (and the sets a sink owns)."""
         if self._read_stage_meta(spec.name).get("hash") != self._hashes[spec.name]:
             store.remove_tree(self.run.stage_dir(spec.name))
-            for rel in spec.outputs:
-                path = self.run.root / rel
-                store.remove_file(path) if path.suffix else store.remove_tree(path)
-        remove_stale_temps(self.run.stage_dir(spec.name))
-        for rel in spec.outputs:
-            if not (self.run.root / rel).suffix:
-                remove_stale_temps(self.run.root / rel)
+            for rel in spec.output_dirs:
+                store.remove_tree(self.run.root / rel)
+            for rel in spec.output_files:
+                store.remove_file(self.run.root / rel)
+        for directory in (self.run.stage_dir(spec.name), *(self.run.root / rel for rel in spec.output_dirs)):
+            remove_stale_temps(directory)
         meta = {"hash": self._hashes[spec.name]}
         atomic_write_bytes(self.run.stage_meta(spec.name), json.dumps(meta, sort_keys=True).encode())
 

@@ -96,5 +96,5 @@ SFT_DEDUP = StageSpec("sft_dedup", "global", SftDedupConfig, phases=dedup_phases
 SFT_RENDER = StageSpec("sft_render", "filter", SftRenderConfig, map_fn=render_fn, hash_parts=_parts("sft_render"))
 SFT_PACK = StageSpec(
     "sft_pack", "sink", SftPackConfig, phases=pack_phases, hash_parts=_parts("sft_pack"),
-    outputs=("shards", "manifest.json"),
+    output_dirs=("shards",), output_files=("manifest.json",),
 )
