@@ -1,4 +1,4 @@
-"""The mixing phase of the pack stage (ray-free task bodies, like ``packtask``).
+"""The mixing phase of the pack stage (Ray-free task bodies, like ``packing/task.py``).
 
     scan  (per mixed set x tokenized shard) -> group x hash-bin histogram of tokens and documents
     plan  (driver, once)                    -> RUN/mixing/plan.json (+ plan.parquet / plan.csv)

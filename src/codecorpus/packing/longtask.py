@@ -1,6 +1,6 @@
 """Task bodies of a long-context set: scatter files by repository, then assemble and pack each bucket.
 
-Ray-free like ``tasks.py``. The set is a global phase because a repository's
+Ray-free like ``pipeline/tasks.py``; ``packing/spec.py`` makes the jobs. The set is a global phase because a repository's
 files are spread over many tokenized shards:
 
     scatter (per shard): files -> one work file per repository bucket

@@ -1,6 +1,6 @@
 """The pack stage's task bodies: tokenized shard -> packed Megatron shard; then the manifests.
 
-Ray-free like ``tasks.py``. Each tokenized shard is packed on its own (best-fit
+Ray-free like ``pipeline/tasks.py``; ``packing/spec.py`` makes the jobs. Each tokenized shard is packed on its own (best-fit
 decreasing within the shard), so packing is a map over shards and needs no
 single process to see the corpus; the set manifest is assembled from the
 shard records kept in the completion markers.

@@ -1,7 +1,7 @@
 """Task bodies: read a shard, call a pure stage function, write the result atomically.
 
-Ray-free on purpose: ``executor.py`` ships these functions to Ray workers, and
-tests can call them directly. Every task that produces stage output:
+Ray-free on purpose: stage specs name them in their jobs, ``runtime/executor.py``
+ships them to Ray workers, and tests can call them directly. Every task that produces stage output:
 
 1. writes its part and its drop log under temporary names, fsyncs, renames;
 2. checks ``rows_in == rows_out + dropped`` (an ``InvariantError`` otherwise);

@@ -1,11 +1,11 @@
-"""Task bodies of the SFT pipeline (issue 8), Ray-free like ``tasks.py``.
+"""Task bodies of the SFT pipeline, Ray-free like ``pipeline/tasks.py`` (the specs: ``sft/spec.py``).
 
 ::
 
     sft_ingest (source) -> sft_validate (map) -> sft_select (map)
         -> sft_dedup (bands -> edges -> clusters -> apply) -> sft_render (map) -> sft_pack (sink)
 
-``executor.py`` runs them with the same machinery as the pretraining stages
+The generic executor runs them with the same machinery as the pretraining stages
 (markers, resume, stats, the rows_in = rows_out + dropped check). The set
 manifest of an SFT set is the pretraining one plus the tokenizer's chat
 template hash and an ``sft`` block: traces, examples, continuation segments,
