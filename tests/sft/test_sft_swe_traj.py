@@ -60,7 +60,7 @@ def function_calling_traj(instance_id: str, problem: str, steps: list[tuple[str,
     trajectory = []
     for i, (thought, tool, args, observation) in enumerate(steps):
         call_id = f"call_{instance_id.rsplit('-', 1)[-1]}{i:02d}"
-        action = " ".join([tool, *(str(v) for v in args.values())])
+        action = args["command"] if tool == "bash" else " ".join([tool, *(str(v) for v in args.values())])
         history.append({
             "role": "assistant", "content": thought, "thought": thought, "action": action, "agent": "main",
             "tool_calls": [{"index": 0, "function": {"arguments": json.dumps(args), "name": tool}, "id": call_id,
