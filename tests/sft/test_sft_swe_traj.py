@@ -343,3 +343,32 @@ def test_the_shipped_traj_examples_are_valid_traces(name):
     row = result.table.to_pylist()[0]
     assert row["format"] == "swe-agent" and row["reader"] == "json"
     assert validate.check_trace(row["messages"], row["tools"], SftValidateConfig()) is None
+
+
+def test_hostile_traj_files_are_counted_drops(tmp_path):
+    (tmp_path / "deep.traj").write_text('{"history": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    traj = function_calling_traj("acme__calcpy-50", "p", FC_STEPS[:1])
+    traj["history"][1]["content"] = "\\ud800 lone"
+    (tmp_path / "surrogate.traj").write_text(json.dumps(traj, indent=2).replace("\\\\ud800", "\\ud800"))
+    (tmp_path / "latin1.traj").write_bytes(json.dumps({"history": [], "info": {"x": "caf\xe9"}}, ensure_ascii=False).encode("latin-1"))
+    result = _read(tmp_path)
+    got = dict(zip(result.dropped.column(schema.PATH).to_pylist(), result.dropped.column(schema.REASON).to_pylist(), strict=True))
+    assert got == {"deep.traj": "too_deep", "latin1.traj": "invalid_utf8", "surrogate.traj": "invalid_utf8"}
+    assert result.table.num_rows == 0 and result.counters["records"] == 3
+
+
+def test_traj_files_under_an_s3_prefix(s3_server, monkeypatch):
+    from conftest import make_bucket
+
+    client = make_bucket(s3_server, "traj-runs")
+    traj = function_calling_traj("acme__calcpy-60", "add() subtracts", FC_STEPS)
+    for key in ("run/acme__calcpy-60/acme__calcpy-60.traj", "run/other.traj"):
+        client.put_object(Bucket="traj-runs", Key=key, Body=json.dumps(traj, indent=2).encode())
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3_server["access_key_id"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3_server["secret_access_key"])
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server["endpoint_url"])
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    files = list_trace_files(TracesSource(type="traces", name="s3", path="s3://traj-runs/run"))
+    assert [f.rel for f in files] == ["acme__calcpy-60/acme__calcpy-60.traj", "other.traj"]
+    rows = read_shard(files, SftIngestConfig()).table.to_pylist()
+    assert [(r["task_id"], r["reader"], r["outcome"]) for r in rows] == [("acme__calcpy-60", "json", "submitted")] * 2
