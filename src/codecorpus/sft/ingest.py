@@ -317,6 +317,17 @@ def _add(rows: list, drops: list, parsed: Parsed, f: TraceFile, rid: str, path: 
         rows.append(_row(fields, f, rid, path, nbytes, reader))
 
 
+def _stem(rel: str) -> str:
+    """A file's name without its trace suffix: SWE-agent names a run's file ``<instance_id>.traj``.
+
+    >>> _stem("run/django__django-11099/django__django-11099.traj.gz"), _stem("a.b.json")
+    ('django__django-11099', 'a.b')
+    """
+    name = Path(rel).name
+    suffix = max((s for s in TRACE_SUFFIXES if name.endswith(s)), key=len, default=Path(name).suffix)
+    return name[: len(name) - len(suffix)] if suffix else name
+
+
 def read_whole_json(f: TraceFile, cfg: SftIngestConfig, rows: list, drops: list, counters: Counter) -> None:
     """Rows and drops of a file that is one JSON value: an object (one trace) or an array of traces."""
     rid = schema.document_id(f.source, f.rel, "json", "")
@@ -333,14 +344,14 @@ def read_whole_json(f: TraceFile, cfg: SftIngestConfig, rows: list, drops: list,
     if reason:
         drops.append(_drop(f, rid, f.rel, reason, detail, len(data)))
     elif isinstance(value, list):
-        counters["empty_arrays"] += not value
+        if not value:
+            counters["empty_arrays"] += 1
         for i, item in enumerate(value):
             nbytes = len(json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass"))
             item_id = schema.document_id(f.source, f.rel, f"[{i}]", "")
             _add(rows, drops, record_fields(item, surrogates, f, cfg), f, item_id, f"{f.rel}[{i}]", nbytes, "json")
     else:
-        stem = Path(f.rel).name.split(".")[0]
-        _add(rows, drops, record_fields(value, surrogates, f, cfg, stem), f, rid, f.rel, len(data), "json")
+        _add(rows, drops, record_fields(value, surrogates, f, cfg, _stem(f.rel)), f, rid, f.rel, len(data), "json")
 
 
 def read_jsonl(f: TraceFile, cfg: SftIngestConfig, rows: list, drops: list, counters: Counter) -> None:
