@@ -114,8 +114,8 @@ def thought_action_traj(instance_id: str, problem: str, steps: list[tuple[str, s
                         "agent": "primary"})
         trajectory.append({"action": command + "\n", "observation": observation, "response": response,
                            "thought": thought, "state": '{"open_file": "n/a", "working_dir": "/testbed"}'})  # fmt: skip
-    return {"environment": "swe_main", "trajectory": trajectory, "history": history,
-            "info": _info(exit_status, submission, len(steps))}  # fmt: skip
+    info = {k: v for k, v in _info(exit_status, submission, len(steps)).items() if not k.startswith("swe_")}
+    return {"environment": "swe_main", "trajectory": trajectory, "history": history, "info": info}
 
 
 FC_STEPS = [
