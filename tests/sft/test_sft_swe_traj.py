@@ -167,6 +167,11 @@ def test_function_calling_history_maps_to_canonical_calls_results_and_tools():
     assert meta["info"]["model_stats"]["api_calls"] == 4 and "edited_files30" not in meta["info"]
     assert "history" not in meta and "trajectory" not in meta and len(meta["replay_config_sha256"]) == 64
     assert validate.check_trace(msgs, out[schema.TRACE_TOOLS], SftValidateConfig()) is None
+    # a retry agent's final file: the chosen attempt at the top level, every attempt again below
+    retry = {**traj, "attempts": [traj, traj], "info": {**traj["info"], "best_attempt_idx": 1}}
+    again = normalize(retry, "swe-agent")
+    assert again[schema.TRACE_MESSAGES] == msgs and json.loads(again[schema.TRACE_METADATA])["attempts"] == 2
+    assert len(again[schema.TRACE_METADATA]) < len(json.dumps(traj)) / 4
 
 
 def test_an_early_exit_loses_the_exit_note_and_is_incomplete():
@@ -225,6 +230,7 @@ def test_a_folder_of_traj_files_is_read_whole_with_drops_for_the_bad_ones(tmp_pa
     (tmp_path / "run" / "empty.traj").write_text("")
     _write(tmp_path / "run" / "no-history.traj", {k: v for k, v in good.items() if k != "history"})
     _write(tmp_path / "run" / "a-list.traj", [1, 2])
+    _write(tmp_path / "run" / "retry-mid-run.traj", {"attempts": [good]})  # RetryAgent, before choosing
     (tmp_path / "run" / "notes.txt").write_text("not a trace file")
     result = _read(tmp_path / "run")
     rows = result.table.to_pylist()
@@ -234,12 +240,13 @@ def test_a_folder_of_traj_files_is_read_whole_with_drops_for_the_bad_ones(tmp_pa
     ]
     drops = dict(zip(result.dropped.column(schema.PATH).to_pylist(), result.dropped.column(schema.REASON).to_pylist(), strict=True))
     assert drops == {"a-list.traj[0]": "not_an_object", "a-list.traj[1]": "not_an_object", "empty.traj": "truncated_json",
-                     "killed.traj": "truncated_json", "no-history.traj": "malformed"}  # fmt: skip
+                     "killed.traj": "truncated_json", "no-history.traj": "malformed",
+                     "retry-mid-run.traj": "malformed"}  # fmt: skip
     assert "history list" in result.dropped.filter(
         result.dropped.column(schema.PATH).to_numpy(zero_copy_only=False) == "no-history.traj"
     ).column(schema.DETAIL)[0].as_py()
     c = result.counters
-    assert (c["records"], c["reader.json"], c["reader.json.records"], c.get("reader.jsonl", 0)) == (7, 6, 7, 0)
+    assert (c["records"], c["reader.json"], c["reader.json.records"], c.get("reader.jsonl", 0)) == (8, 7, 8, 0)
     assert rows[0]["bytes"] == len(json.dumps(good, indent=2).encode())
 
 

@@ -71,12 +71,14 @@ JSON_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "str
 
 def looks_native(record: dict[str, Any]) -> bool:
     """True for the layout SWE-agent writes to a ``.traj`` file (not the flattened steps)."""
-    return "history" in record or ("environment" in record and "info" in record)
+    return "history" in record or "attempts" in record or ("environment" in record and "info" in record)
 
 
 def normalize_traj(record: dict[str, Any], fallback_id: str = "") -> dict[str, Any]:
     """Canonical fields of one ``.traj`` object; ``fallback_id`` names it when nothing inside does."""
     history = record.get("history")
+    if history is None and "attempts" in record:
+        raise MalformedTrace("a retry agent's .traj saved before it chose an attempt (only `attempts`)")
     if not isinstance(history, list):
         raise MalformedTrace(f"a SWE-agent .traj needs a history list, got {type(history).__name__}")
     if not all(isinstance(h, dict) for h in history):
