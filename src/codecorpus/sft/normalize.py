@@ -1,4 +1,4 @@
-"""Three input styles -> one canonical trace (``schema.TRACE_SCHEMA``).
+"""Every input style -> one canonical trace (``schema.TRACE_SCHEMA``).
 
 - OpenAI chat: ``messages`` with system/user/assistant/tool roles, assistant
   ``tool_calls`` (``id``, ``function.name``, ``function.arguments``), tool results
@@ -6,10 +6,12 @@
   ``reasoning_content`` (or ``reasoning`` / ``thinking``).
 - ShareGPT: ``conversations`` of ``{from, value}`` (human/gpt/system, and the
   LLaMA-Factory tool roles function_call / observation), optional ``system`` and ``tools``.
-- SWE-agent trajectories: ``trajectory`` (or ``steps``) of ``{thought, action,
-  observation}`` steps, the task (``problem_statement``), the final patch
+- SWE-agent trajectories, flattened: ``trajectory`` (or ``steps``) of ``{thought,
+  action, observation}`` steps, the task (``problem_statement``), the final patch
   (``patch`` or ``info.submission``) and ``resolved``. Each action becomes a
   ``bash`` tool call and its observation the tool result.
+- SWE-agent's own ``.traj`` objects (``history``, ``trajectory``, ``info``,
+  ``environment``, ``replay_config``): mapped by ``swe_traj``, format ``swe-agent``.
 
 A message flagged ``is_summary`` (OpenAI: ``"summary": true``; SWE-agent: a step
 with ``role: summary``) is a context summary an agent wrote for itself; the
@@ -60,14 +62,14 @@ def detect_format(record: dict[str, Any]) -> str | None:
 
     >>> detect_format({"messages": []}), detect_format({"conversations": []})
     ('openai', 'sharegpt')
-    >>> detect_format({"trajectory": []}), detect_format({"text": "x"})
-    ('swe-agent', None)
+    >>> detect_format({"trajectory": []}), detect_format({"history": []}), detect_format({"text": "x"})
+    ('swe-agent', 'swe-agent', None)
     """
     if "messages" in record:
         return "openai"
     if "conversations" in record:
         return "sharegpt"
-    if "trajectory" in record or "steps" in record:
+    if "trajectory" in record or "steps" in record or swe_traj.looks_native(record):
         return "swe-agent"
     return None
 
@@ -94,12 +96,17 @@ def message(
     }
 
 
-def normalize(record: dict[str, Any], fmt: str) -> dict[str, Any]:
-    """Canonical fields of one record: format, task_id, outcome, repo, messages, tools, metadata."""
+def normalize(record: dict[str, Any], fmt: str, fallback_id: str = "") -> dict[str, Any]:
+    """Canonical fields of one record: format, task_id, outcome, repo, messages, tools, metadata.
+
+    ``fallback_id`` is the task id of a record that names none (a ``.traj`` file's name).
+    """
     if fmt == "openai":
         out = _openai(record)
     elif fmt == "sharegpt":
         out = _sharegpt(record)
+    elif fmt == "swe-agent" and swe_traj.looks_native(record):
+        out = swe_traj.normalize_traj(record, fallback_id)
     elif fmt == "swe-agent":
         out = _swe_agent(record)
     else:
@@ -315,3 +322,7 @@ def _swe_agent(record: dict[str, Any]) -> dict[str, Any]:
         schema.TRACE_TOOLS: _tools(record.get("tools") or SWE_AGENT_TOOLS),
         schema.TRACE_METADATA: json.dumps(meta, ensure_ascii=False, sort_keys=True, default=str),
     }
+
+
+# swe_traj builds on the helpers above, so it is imported once they exist.
+from codecorpus.sft import swe_traj  # noqa: E402
