@@ -162,7 +162,7 @@ def _fast_extension(name: str, data: bytes) -> str | None:
     if not name or "." not in name or data.startswith(b"#!") or _has_modeline_hint(data):
         return None
     ext = name[name.rfind("."):].lower()
-    if ext in AMBIGUOUS_EXTENSIONS:
+    if ambiguous_extension(ext):
         return None
     usual = _by_extension(name)
     if usual is None or enry.get_language_by_filename(name).language:
@@ -179,7 +179,7 @@ def _by_extension(name: str) -> str | None:
 
 def _plain_ambiguous(name: str, data: bytes) -> bool:
     """An ambiguous extension with no shebang, modeline or file-name rule to outrank it."""
-    if "." not in name or name[name.rfind("."):].lower() not in AMBIGUOUS_EXTENSIONS:
+    if extension(name) not in CONTESTED_EXTENSIONS:
         return False
     if data.startswith(b"#!") or _has_modeline_hint(data):
         return False
@@ -215,7 +215,7 @@ def _method(name: str, data: bytes, lang: str) -> str:
         return "shebang"
     if name and "." in name:
         ext = name[name.rfind("."):].lower()
-        if ext in AMBIGUOUS_EXTENSIONS:
+        if ext in CONTESTED_EXTENSIONS:
             return "content" if enry.get_language_by_content(name, data).language == lang else "classifier"
         if lang in (enry.get_language_by_extension(name).language, languages.language_from_extension(name)):
             return "extension"
@@ -224,12 +224,25 @@ def _method(name: str, data: bytes, lang: str) -> str:
     return "classifier"
 
 
-AMBIGUOUS_EXTENSIONS = frozenset(
+def ambiguous_extension(ext: str) -> bool:
+    """Linguist lists the extension under several languages (``.f``, ``.h``, ``.ml``, ``.rs``, ``.md``):
+    its heuristics, then its classifier, decide (``lang_method = content`` or ``classifier``
+    even when the answer is the extension's usual language).
+
+    >>> ambiguous_extension(".f"), ambiguous_extension(".ml"), ambiguous_extension(".py")
+    (True, True, False)
+    """
+    return len(extension_candidates(ext)) > 1
+
+
+CONTESTED_EXTENSIONS = frozenset(
     {".h", ".m", ".pl", ".pm", ".t", ".ts", ".v", ".inc", ".cls", ".r", ".fs", ".cs", ".sql",
      ".d", ".l", ".mod", ".pro", ".f", ".for", ".pp", ".php", ".hh", ".ms", ".n", ".sc", ".st"}
 )
-"""Extensions Linguist lists under several languages, where its content heuristics decide
-(``lang_method = content`` even when the answer is the extension's usual language)."""
+"""Ambiguous extensions whose candidates are all common in code corpora: the heuristics'
+answer is recorded as ``content`` even when it is the extension's usual language. Other
+ambiguous extensions (``.md``: Markdown or GCC Machine Description; ``.json``; ``.yml``)
+run the same chain, but their usual answer is recorded as ``extension``."""
 
 
 @functools.lru_cache(maxsize=1)
