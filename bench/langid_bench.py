@@ -11,8 +11,8 @@ when they exist. At most ``--per-lang`` files per language, spread over its sour
 Ground truth, independent of codecorpus's detector: GitHub Linguist's extension map
 (its ``languages.yml`` as go-enry ships it) where it lists the file's extension under one
 language only. Two ambiguous cases are labelled by where the file lives: ``.h`` headers
-under /usr/include are C, except under ``c++/`` where they (and extensionless headers)
-are C++; ``.pm``/``.pl`` under /usr/share/perl* are Perl. Files of other ambiguous or
+under /usr/include are C, except under ``c++/`` and LLVM's C++ API (``llvm-N/``
+outside ``llvm-c/``), where they (and extensionless headers) are C++; ``.pm``/``.pl`` under /usr/share/perl* are Perl. Files of other ambiguous or
 unlisted extensions, minified JavaScript, empty and non-UTF-8 files are left out.
 Accuracy is reported on the 30 *programming* languages (Linguist's type) with the most
 files on this machine, per language and over all their sampled files. That is what this
@@ -99,7 +99,7 @@ def truth(path: str) -> str | None:
     name = path.rsplit("/", 1)[-1]
     ext = detector.extension(name)
     if path.startswith("/usr/include/"):
-        if "/c++/" in path:
+        if "/c++/" in path or (path.startswith("/usr/include/llvm-") and "/llvm-c/" not in path):
             return "C++" if ext in ("", ".h", ".hpp", ".tcc") else None
         if ext == ".h":
             return "C"
@@ -218,6 +218,12 @@ def report(files, on_machine: Counter[str], answers: dict[str, list[str]], top: 
         print(f"\nconfusion pairs, {mode} (truth -> answer: files), {sum(pairs.values())} misses:")
         for (want, have), n in pairs.most_common(25):
             print(f"  {want} -> {have}: {n}")
+    known = [lang for lang in langs if lang in set(detector.MAGIKA_TO_LINGUIST.values())]
+    idx = [i for i, f in enumerate(files) if f[2] in known]
+    ok = sum(answers["content"][i] == files[i][2] for i in idx)
+    print(f"\ncontent accuracy on the {len(known)} of these languages magika has a label for: "
+          f"{ok / max(1, len(idx)):.3f} ({len(idx)} files; the others it can only miss: "
+          f"{', '.join(sorted(set(langs) - set(known)))})")
     print()
     for mode, acc in accuracy.items():
         verdict = "meets" if acc >= GOALS[mode] else "below"
