@@ -226,8 +226,8 @@ def _method(name: str, data: bytes, lang: str) -> str:
 
 def ambiguous_extension(ext: str) -> bool:
     """Linguist lists the extension under several languages (``.f``, ``.h``, ``.ml``, ``.rs``, ``.md``):
-    its heuristics, then its classifier, decide (``lang_method = content`` or ``classifier``
-    even when the answer is the extension's usual language).
+    no shortcut by extension, its heuristics and then its classifier decide (how
+    ``lang_method`` records that: :data:`CONTESTED_EXTENSIONS`).
 
     >>> ambiguous_extension(".f"), ambiguous_extension(".ml"), ambiguous_extension(".py")
     (True, True, False)
