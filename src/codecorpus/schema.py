@@ -44,7 +44,8 @@ KINDS = ("code", "docs", "notebook", "data", "config")
 # values of LANG_METHOD: which rule of langid decided a row's language (issue 3: Linguist's
 # strategy order via enry, then magika on content alone, then codecorpus's own table)
 LANG_METHODS = (
-    "modeline", "filename", "shebang", "extension", "content", "classifier", "magika", "table", UNKNOWN
+    "modeline", "filename", "shebang", "extension", "content", "classifier", "magika", "table",
+    "repo_extension_vote", UNKNOWN,
 )
 
 # --- ingest provenance columns (issue 3) ----------------------------------------------

@@ -168,7 +168,25 @@ class Executor:
         return self._finish_shard_stage("ingest", jobs)
 
     def langid(self) -> tuple[int, int]:
-        return self._map_stage("langid", functools.partial(langid_stage.run, cfg=self.recipe.stages.langid))
+        """scan (tags + label counts, per shard) -> vote (one task) -> apply (per shard)."""
+        cfg = self.recipe.stages.langid
+        ctx, upstream = self._ctx("langid"), self._upstream("langid")
+        n = self._shard_count(upstream)
+        self._run_phase("langid: scan", [
+            (f"scan-{schema.shard_name(i)}", tasks.scatter_task, ctx, "scan", i, upstream,
+             functools.partial(langid_stage.scan, cfg=cfg))
+            for i in range(n)
+        ], ctx)
+        self._run_phase("langid: vote", [
+            ("vote-p00000", tasks.reduce_task, ctx, "vote", "scan", langid_stage.COUNTS_PARTITION, n,
+             functools.partial(langid_stage.decide_shards, cfg=cfg, n_shards=n))
+        ], ctx)
+        jobs = [
+            (schema.shard_name(i), tasks.apply_own_task, ctx, i, upstream, ("scan", langid_stage.TAGS_PARTITION),
+             "vote", 1, functools.partial(langid_stage.apply, cfg=cfg))
+            for i in range(n)
+        ]
+        return self._finish_shard_stage("langid", jobs, label="langid: apply")
 
     def filters(self) -> tuple[int, int]:
         """Heuristics, decontamination and redaction (issue 4)."""
