@@ -44,7 +44,8 @@ KINDS = ("code", "docs", "notebook", "data", "config")
 # values of LANG_METHOD: which rule of langid decided a row's language (issue 3: Linguist's
 # strategy order via enry, then magika on content alone, then codecorpus's own table)
 LANG_METHODS = (
-    "modeline", "filename", "shebang", "extension", "content", "classifier", "magika", "table", UNKNOWN
+    "modeline", "filename", "shebang", "extension", "content", "classifier", "magika", "table",
+    "repo_extension_vote", UNKNOWN,
 )
 
 # --- ingest provenance columns (issue 3) ----------------------------------------------
@@ -387,7 +388,9 @@ TOKENIZER_FILE = "tokenizer.json"
 # --- SFT / agent-trace rows (issue 8) --------------------------------------------------
 # One canonical row per conversation or agent trajectory, whatever its input style.
 # The DROP_SCHEMA columns (id, source, repo, path, lang, bytes) are present so drops
-# and stats work unchanged: ``path`` is "FILE:LINE" of the JSONL record, ``repo`` the
+# and stats work unchanged: ``path`` is "FILE:LINE" of a JSONL record, "FILE" of a
+# whole-file JSON trace (e.g. a SWE-agent .traj) and "FILE[i]" of an array's i-th trace,
+# ``reader`` which of the two readers read the file, ``repo`` the
 # task's repository (SWE-agent) or "", and ``lang`` holds the input format, so the
 # per-language tables of the stats break a trace set down by format.
 
@@ -397,10 +400,14 @@ TRACE_OUTCOME = "outcome"
 TRACE_MESSAGES = "messages"
 TRACE_TOOLS = "tools"
 TRACE_METADATA = "metadata"
+TRACE_READER = "reader"
+TRACE_READERS = ("jsonl", "json")  # a record per line / the whole file is one JSON value
 TRACE_FORMATS = ("openai", "sharegpt", "swe-agent")
 TRACE_ROLES = ("system", "user", "assistant", "tool")
-# outcome of a trace: resolved / unresolved when the source says so, else unknown
-TRACE_OUTCOMES = ("resolved", "unresolved", UNKNOWN)
+# outcome of a trace: resolved / unresolved when the source says so (an evaluation);
+# submitted when an agent submitted a patch nobody evaluated yet; incomplete when it
+# stopped early (cost, context or step limits, errors, a run cut off); else unknown
+TRACE_OUTCOMES = ("resolved", "unresolved", "submitted", "incomplete", UNKNOWN)
 
 TOOL_CALL_TYPE = pa.struct(
     [
@@ -437,6 +444,7 @@ TRACE_SCHEMA = pa.schema(
         pa.field(TRACE_TOOLS, pa.large_string(), nullable=True),
         pa.field(TRACE_METADATA, pa.large_string(), nullable=False),
         pa.field(CONTENT_HASH, pa.string(), nullable=False),
+        pa.field(TRACE_READER, pa.string(), nullable=True),
     ]
 )
 """``tools`` is the JSON tool-schema list (null when the trace gives none); ``metadata``

@@ -19,14 +19,14 @@ from codecorpus.tokenize.tokenizer import load_tokenizer
 RECIPE = Path(__file__).resolve().parents[2] / "pipelines" / "sft-traces.yaml"
 
 EXPECTED = {
-    "sft_ingest": (26, 19, {"bad_json": 1, "invalid_utf8": 2, "malformed": 1, "not_an_object": 1,
+    "sft_ingest": (28, 21, {"bad_json": 1, "invalid_utf8": 2, "malformed": 1, "not_an_object": 1,
                             "too_deep": 1, "unknown_format": 1}),
-    "sft_validate": (19, 13, {"bad_role": 1, "bad_tool_arguments": 1, "empty_assistant": 1,
+    "sft_validate": (21, 15, {"bad_role": 1, "bad_tool_arguments": 1, "empty_assistant": 1,
                               "orphan_tool_result": 1, "role_order": 1, "unknown_tool": 1}),
-    "sft_select": (13, 10, {"contaminated_task_id": 1, "contaminated_text": 1, "outcome": 1}),
-    "sft_dedup": (10, 8, {"exact_duplicate": 1, "near_duplicate": 1}),
-    "sft_render": (8, 8, {}),
-    "sft_pack": (8, 8, {}),
+    "sft_select": (15, 11, {"contaminated_task_id": 1, "contaminated_text": 1, "outcome": 2}),
+    "sft_dedup": (11, 9, {"exact_duplicate": 1, "near_duplicate": 1}),
+    "sft_render": (9, 9, {}),
+    "sft_pack": (9, 9, {}),
 }  # fmt: skip
 
 
@@ -52,7 +52,11 @@ def test_every_stage_counts_and_conserves_rows(sft_run):
         assert (s["rows_in"], s["rows_out"], s["dropped"]) == (rows_in, rows_out, dropped), stage
         assert s["rows_in"] == s["rows_out"] + sum(s["dropped"].values())
     render = stats(sft_run, "sft_render")["counters"]
-    assert render["split_traces"] == 2 and render["examples"] > 8
+    assert render["split_traces"] == 2 and render["examples"] > 9
+    # the two SWE-agent .traj files are read whole, every other file line by line
+    ingest = stats(sft_run, "sft_ingest")["counters"]
+    assert (ingest["reader.json"], ingest["reader.json.records"]) == (2, 2)
+    assert (ingest["reader.jsonl"], ingest["reader.jsonl.records"]) == (4, 26)
     assert render["render_fast_path"] == render["examples"] and "render_exact_path" not in render
     # the filters' decontamination (HumanEval + a user benchmark file) and redaction, counted per kind
     select = stats(sft_run, "sft_select")["counters"]
@@ -65,13 +69,15 @@ def test_manifest_verifies_and_describes_the_sft_set(sft_run):
     assert result.exit_code == 0, result.output
     m = json.loads((sft_run / "shards" / "sft" / "manifest.json").read_text())
     sft, totals = m["sft"], m["totals"]
-    assert (sft["traces"], sft["examples"]) == (8, totals["segments"]) and totals["documents"] == 8
-    assert sft["continuation_segments"] == totals["segments"] - 8 > 0
+    assert (sft["traces"], sft["examples"]) == (9, totals["segments"]) and totals["documents"] == 9
+    assert sft["continuation_segments"] == totals["segments"] - 9 > 0
     assert 0 < sft["loss_tokens"] == totals["loss_tokens"] < totals["tokens"]
     assert sft["chat_template"]["source"] == "builtin"
     assert m["tokenizer"]["chat_template_sha256"] == sft["chat_template"]["sha256"]
-    assert sft["selection"]["sft_select"]["outcomes"] == ["resolved", "unknown"]
-    assert sft["formats"] == {"openai": 3, "sharegpt": 2, "swe-agent": 3}
+    assert sft["selection"]["sft_select"]["outcomes"] == ["resolved", "submitted", "unknown"]
+    assert sft["formats"] == {"openai": 3, "sharegpt": 2, "swe-agent": 4}
+    # the function-calling .traj was submitted; the cost-limited one left at selection
+    assert sft["outcomes"] == {"resolved": 4, "submitted": 1, "unknown": 4}
 
 
 def test_megatron_reads_the_shard_and_the_mask_is_aligned(sft_run):

@@ -96,7 +96,7 @@ def test_plan_groups_files_deterministically_and_ids_are_stable():
     cfg = SftIngestConfig(shard_bytes=1)
     shards = plan_shards([TracesSource(type="traces", name="t", path=str(DATA))], cfg)
     assert [f.rel for s in shards for f in s] == sorted(f.rel for s in shards for f in s)
-    assert len(shards) == 4
+    assert len(shards) == 6  # one file each: 4 JSONL files and 2 SWE-agent .traj files
     a = read_shard(shards[1], cfg).table.column(schema.ID).to_pylist()
     b = read_shard(shards[1], cfg).table.column(schema.ID).to_pylist()
     assert a == b and len(set(a)) == len(a)

@@ -16,3 +16,13 @@ class LangidConfig(Model):
     parse_max_bytes: int = Field(
         1_000_000, gt=0, description="larger files get a null parse_error_frac (parse cost)"
     )
+    magika_unlisted_code: bool = Field(
+        False, description="trust magika's programming-language guesses on extensions Linguist does not list"
+    )
+    repo_vote: bool = Field(
+        True, description="reconcile disagreeing content labels per repository and unlisted/ambiguous extension"
+    )
+    vote_min_share: float = Field(
+        0.6, gt=0.5, le=1, description="share of a group's files the majority label needs, else unknown"
+    )
+    vote_min_files: int = Field(3, ge=1, description="files the majority label needs, else unknown")

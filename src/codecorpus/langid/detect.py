@@ -12,6 +12,17 @@ unknown extension), magika's model (shipped in its wheel; ONNX on CPU) looks
 at the bytes alone; its labels are mapped onto Linguist names and trusted above
 ``magika_min_score``. codecorpus's own table (``languages.py``) is the last
 fallback (``table``). Everything runs offline.
+
+A file whose extension Linguist does not list gets no *programming* language from
+magika (unless ``magika_unlisted_code``): Linguist names none there (its classifier
+only chooses among the extension's candidates, and there are none), and a real Haskell
+or Python file would carry one of the extensions Linguist lists for it. Such files are
+data or small DSLs that merely look like code: the standard library's 143 ``.decTest``
+files (decimal test vectors with ``--`` comments) are Haskell to magika at scores up to
+0.98, f2py's ``.pyf`` signatures Fortran, SystemTap's ``.stp`` Awk or Swift. Magika's data,
+markup and prose labels (INI, YAML, CSV, Markdown) are kept there, and files without
+any extension get every magika label. Per-file guesses are then reconciled per repository
+and extension (:mod:`codecorpus.langid.vote`).
 """
 
 from __future__ import annotations
@@ -20,6 +31,7 @@ import functools
 from typing import Any
 
 import enry
+import enry.definitions as enry_lib
 
 from codecorpus import schema
 from codecorpus.langid import languages
@@ -57,7 +69,7 @@ def basename(path: str) -> str:
 
 
 def detect(path: str, text: str, *, magika: bool = True, magika_min_score: float = 0.5,
-           shebang: bool = True) -> tuple[str, str]:
+           shebang: bool = True, magika_unlisted_code: bool = False) -> tuple[str, str]:
     """(Linguist language or ``unknown``, lang_method) of one file.
 
     >>> detect("src/app/main.py", "import os\\n")
@@ -96,9 +108,47 @@ def detect(path: str, text: str, *, magika: bool = True, magika_min_score: float
         return lang, method
     if magika and len(data.strip()) >= MIN_MAGIKA_BYTES:
         guess = _magika_guess(data, magika_min_score)
-        if guess is not None:
+        if guess is not None and (magika_unlisted_code or not _unlisted_code(name, guess)):
             return guess, "magika"
     return _table(name, text, shebang)
+
+
+def extension(path: str) -> str:
+    """The lowercased last suffix of a path's base name, ``""`` without one.
+
+    >>> extension("Lib/test/decimaltestdata/abs.decTest"), extension("bin/.bashrc"), extension("x.tar.gz")
+    ('.dectest', '', '.gz')
+    """
+    name = basename(path)
+    dot = name.rfind(".")
+    return name[dot:].lower() if dot > 0 and dot < len(name) - 1 else ""
+
+
+@functools.lru_cache(maxsize=4096)
+def extension_candidates(ext: str) -> tuple[str, ...]:
+    """Every language Linguist lists for an extension (its extension strategy), sorted.
+
+    >>> extension_candidates(".f")
+    ('Filebench WML', 'Forth', 'Fortran')
+    >>> extension_candidates(".py"), extension_candidates(".dectest")
+    (('Python',), ())
+    """
+    if not ext:
+        return ()
+    # enry-python 0.2.0 binds go-enry's GetLanguagesByExtension in its library but has no
+    # Python wrapper for it (its get_language_by_extension returns the alphabetically first
+    # candidate only); the call follows the library's own wrappers (get_languages_by_filename)
+    candidates, _keep = enry_lib.prepare_candidates(None)
+    found = enry_lib.go_str_slice_to_py(
+        enry_lib.lib, enry_lib.lib.GetLanguagesByExtension(f"x{ext}".encode(), b"", 0, candidates)
+    )
+    return tuple(sorted(found))
+
+
+def _unlisted_code(name: str, lang: str) -> bool:
+    """A programming language guessed for a file whose extension Linguist does not list."""
+    ext = extension(name)
+    return bool(ext) and not extension_candidates(ext) and enry.get_language_type(lang) == "programming"
 
 
 def _fast_extension(name: str, data: bytes) -> str | None:
@@ -112,7 +162,7 @@ def _fast_extension(name: str, data: bytes) -> str | None:
     if not name or "." not in name or data.startswith(b"#!") or _has_modeline_hint(data):
         return None
     ext = name[name.rfind("."):].lower()
-    if ext in AMBIGUOUS_EXTENSIONS:
+    if ambiguous_extension(ext):
         return None
     usual = _by_extension(name)
     if usual is None or enry.get_language_by_filename(name).language:
@@ -129,7 +179,7 @@ def _by_extension(name: str) -> str | None:
 
 def _plain_ambiguous(name: str, data: bytes) -> bool:
     """An ambiguous extension with no shebang, modeline or file-name rule to outrank it."""
-    if "." not in name or name[name.rfind("."):].lower() not in AMBIGUOUS_EXTENSIONS:
+    if extension(name) not in CONTESTED_EXTENSIONS:
         return False
     if data.startswith(b"#!") or _has_modeline_hint(data):
         return False
@@ -165,7 +215,7 @@ def _method(name: str, data: bytes, lang: str) -> str:
         return "shebang"
     if name and "." in name:
         ext = name[name.rfind("."):].lower()
-        if ext in AMBIGUOUS_EXTENSIONS:
+        if ext in CONTESTED_EXTENSIONS:
             return "content" if enry.get_language_by_content(name, data).language == lang else "classifier"
         if lang in (enry.get_language_by_extension(name).language, languages.language_from_extension(name)):
             return "extension"
@@ -174,12 +224,25 @@ def _method(name: str, data: bytes, lang: str) -> str:
     return "classifier"
 
 
-AMBIGUOUS_EXTENSIONS = frozenset(
+def ambiguous_extension(ext: str) -> bool:
+    """Linguist lists the extension under several languages (``.f``, ``.h``, ``.ml``, ``.rs``, ``.md``):
+    no shortcut by extension, its heuristics and then its classifier decide (how
+    ``lang_method`` records that: :data:`CONTESTED_EXTENSIONS`).
+
+    >>> ambiguous_extension(".f"), ambiguous_extension(".ml"), ambiguous_extension(".py")
+    (True, True, False)
+    """
+    return len(extension_candidates(ext)) > 1
+
+
+CONTESTED_EXTENSIONS = frozenset(
     {".h", ".m", ".pl", ".pm", ".t", ".ts", ".v", ".inc", ".cls", ".r", ".fs", ".cs", ".sql",
      ".d", ".l", ".mod", ".pro", ".f", ".for", ".pp", ".php", ".hh", ".ms", ".n", ".sc", ".st"}
 )
-"""Extensions Linguist lists under several languages, where its content heuristics decide
-(``lang_method = content`` even when the answer is the extension's usual language)."""
+"""Ambiguous extensions whose candidates are all common in code corpora: the heuristics'
+answer is recorded as ``content`` even when it is the extension's usual language. Other
+ambiguous extensions (``.md``: Markdown or GCC Machine Description; ``.json``; ``.yml``)
+run the same chain, but their usual answer is recorded as ``extension``."""
 
 
 @functools.lru_cache(maxsize=1)

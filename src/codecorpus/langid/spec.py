@@ -1,16 +1,42 @@
-"""The langid stage: a map annotator (``lang``, ``kind``, ``lang_method``, ``parse_error_frac``)."""
+"""The langid stage: language tags with a per-repository vote, a global stage.
+
+    scan (per shard): tags every file, counts content labels by repository and extension
+    vote (one task):  reconciles disagreeing labels per group (``langid/vote.py``)
+    apply (per shard): the shard with ``lang``, ``kind``, ``lang_method``, ``parse_error_frac``
+
+The apply phase reuses the tags its shard's scan task wrote, so no file is tagged twice.
+"""
 
 from __future__ import annotations
 
 import functools
+from typing import Any
 
+from codecorpus import schema
 from codecorpus.langid import stage
 from codecorpus.langid.config import LangidConfig
-from codecorpus.pipeline.spec import StageRun, StageSpec
+from codecorpus.pipeline import tasks
+from codecorpus.pipeline.spec import Job, StageRun, StageSpec
 
 
-def langid_fn(run: StageRun) -> functools.partial:
-    return functools.partial(stage.run, cfg=run.cfg)
+def langid_phases(run: StageRun) -> list[dict[str, Any]]:
+    cfg, ctx, upstream = run.cfg, run.task, run.upstream
+    n = run.shard_count(upstream)
+    run.run_phase("langid: scan", [
+        Job(f"scan-{schema.shard_name(i)}", tasks.scatter_task,
+            (ctx, "scan", i, upstream, functools.partial(stage.scan, cfg=cfg)), (str(run.run.part(upstream, i)),))
+        for i in range(n)
+    ])
+    run.run_phase("langid: vote", [
+        Job("vote-p00000", tasks.reduce_task,
+            (ctx, "vote", "scan", stage.COUNTS_PARTITION, n, functools.partial(stage.decide_shards, cfg=cfg, n_shards=n)))
+    ])
+    return run.run_tasks("langid: apply", [
+        Job(schema.shard_name(i), tasks.apply_own_task,
+            (ctx, i, upstream, ("scan", stage.TAGS_PARTITION), "vote", 1, functools.partial(stage.apply, cfg=cfg)),
+            (str(run.run.part(upstream, i)),))
+        for i in range(n)
+    ])
 
 
-LANGID = StageSpec("langid", "annotator", LangidConfig, map_fn=langid_fn)
+LANGID = StageSpec("langid", "global", LangidConfig, phases=langid_phases)

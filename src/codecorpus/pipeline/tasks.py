@@ -202,6 +202,31 @@ def apply_task(
     return finish_shard(ctx, shard, result, stats)
 
 
+def apply_own_task(
+    ctx: TaskContext, shard: int, in_stage: str, own: tuple[str, int], side_phase: str, n_side: int,
+    fn: Callable[[pa.Table, pa.Table, pa.Table], MapResult],
+) -> dict:
+    """Last phase of a global stage whose first phase already did the per-shard work.
+
+    ``fn(table, own_table, side)``: the input shard, the file its own scatter task wrote
+    to partition ``own = (phase, partition)`` (so that work is not redone), and its
+    routed side table.
+    """
+    t0 = time.perf_counter()
+    table = read_parquet(ctx.run.part(in_stage, shard))
+    own_phase, own_partition = own
+    own_table = read_parquet(ctx.run.work_part(ctx.stage, own_phase, own_partition, shard))
+    side = pa.concat_tables(
+        [read_parquet(ctx.run.work_part(ctx.stage, side_phase, shard, p)) for p in range(n_side)]
+    )
+    result = fn(table, own_table, side)
+    stats = result_stats(
+        table.num_rows, _sum(table, schema.BYTES), _sum(table, schema.NUM_TOKENS),
+        lang_breakdown(table), result, time.perf_counter() - t0,
+    )
+    return finish_shard(ctx, shard, result, stats)
+
+
 # --- issue 5 (near-dup): streaming reduce and scatter-with-side phases -------------------
 
 

@@ -11,7 +11,8 @@ from codecorpus.model import Model
 
 
 class TracesSource(Model):
-    """JSONL conversation / agent-trace files (issue 8): a file, a folder of them, or a glob.
+    """Conversation / agent-trace files: JSONL, whole-file JSON (an object or an array of
+    traces) and SWE-agent ``.traj`` files; a file, a folder of them, or a glob.
 
     ``path`` may be local or ``s3://bucket/prefix``; ``.gz`` and ``.zst`` files are
     decompressed on the fly. ``format: auto`` detects each record's style from its keys.
@@ -43,7 +44,7 @@ class SftValidateConfig(Model):
 class SftSelectConfig(Model):
     """Selection, decontamination and redaction of valid traces."""
 
-    outcomes: tuple[Literal["resolved", "unresolved", "unknown"], ...] | None = Field(
+    outcomes: tuple[Literal["resolved", "unresolved", "submitted", "incomplete", "unknown"], ...] | None = Field(
         None, description="keep only these outcomes (e.g. [resolved]); null keeps all"
     )
     min_chars: int = Field(1, ge=0)

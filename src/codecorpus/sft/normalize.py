@@ -1,4 +1,4 @@
-"""Three input styles -> one canonical trace (``schema.TRACE_SCHEMA``).
+"""Every input style -> one canonical trace (``schema.TRACE_SCHEMA``).
 
 - OpenAI chat: ``messages`` with system/user/assistant/tool roles, assistant
   ``tool_calls`` (``id``, ``function.name``, ``function.arguments``), tool results
@@ -6,10 +6,12 @@
   ``reasoning_content`` (or ``reasoning`` / ``thinking``).
 - ShareGPT: ``conversations`` of ``{from, value}`` (human/gpt/system, and the
   LLaMA-Factory tool roles function_call / observation), optional ``system`` and ``tools``.
-- SWE-agent trajectories: ``trajectory`` (or ``steps``) of ``{thought, action,
-  observation}`` steps, the task (``problem_statement``), the final patch
+- SWE-agent trajectories, flattened: ``trajectory`` (or ``steps``) of ``{thought,
+  action, observation}`` steps, the task (``problem_statement``), the final patch
   (``patch`` or ``info.submission``) and ``resolved``. Each action becomes a
   ``bash`` tool call and its observation the tool result.
+- SWE-agent's own ``.traj`` objects (``history``, ``trajectory``, ``info``,
+  ``environment``, ``replay_config``): mapped by ``swe_traj``, format ``swe-agent``.
 
 A message flagged ``is_summary`` (OpenAI: ``"summary": true``; SWE-agent: a step
 with ``role: summary``) is a context summary an agent wrote for itself; the
@@ -27,6 +29,16 @@ import json
 from typing import Any
 
 from codecorpus import schema
+from codecorpus.sft import swe_traj
+from codecorpus.sft.messages import (
+    MalformedTrace,
+    _arguments,
+    _openai_message,
+    _task_id,
+    _text,
+    _tools,
+    message,
+)
 
 SWE_AGENT_TOOL = "bash"
 SWE_AGENT_TOOLS = [
@@ -48,11 +60,6 @@ SHAREGPT_ROLES = {
     "system": "system", "observation": "tool", "tool": "tool", "function_response": "tool",
     "function_call": "assistant",
 }  # fmt: skip
-OPENAI_ROLES = {"developer": "system", "function": "tool"}
-
-
-class MalformedTrace(ValueError):
-    """A record whose shape no input style explains (e.g. ``messages`` is not a list)."""
 
 
 def detect_format(record: dict[str, Any]) -> str | None:
@@ -60,46 +67,29 @@ def detect_format(record: dict[str, Any]) -> str | None:
 
     >>> detect_format({"messages": []}), detect_format({"conversations": []})
     ('openai', 'sharegpt')
-    >>> detect_format({"trajectory": []}), detect_format({"text": "x"})
-    ('swe-agent', None)
+    >>> detect_format({"trajectory": []}), detect_format({"history": []}), detect_format({"text": "x"})
+    ('swe-agent', 'swe-agent', None)
     """
     if "messages" in record:
         return "openai"
     if "conversations" in record:
         return "sharegpt"
-    if "trajectory" in record or "steps" in record:
+    if "trajectory" in record or "steps" in record or swe_traj.looks_native(record):
         return "swe-agent"
     return None
 
 
-def message(
-    role: str,
-    content: str | None = "",
-    *,
-    reasoning: str | None = None,
-    tool_calls: list[dict[str, str]] | None = None,
-    tool_call_id: str | None = None,
-    name: str | None = None,
-    is_summary: bool = False,
-) -> dict[str, Any]:
-    """A canonical message dict (the ``schema.MESSAGE_TYPE`` struct)."""
-    return {
-        "role": role,
-        "content": content or "",
-        "reasoning": reasoning or None,
-        "tool_calls": tool_calls or [],
-        "tool_call_id": None if tool_call_id is None else str(tool_call_id),
-        "name": None if name is None else str(name),
-        "is_summary": bool(is_summary),
-    }
+def normalize(record: dict[str, Any], fmt: str, fallback_id: str = "") -> dict[str, Any]:
+    """Canonical fields of one record: format, task_id, outcome, repo, messages, tools, metadata.
 
-
-def normalize(record: dict[str, Any], fmt: str) -> dict[str, Any]:
-    """Canonical fields of one record: format, task_id, outcome, repo, messages, tools, metadata."""
+    ``fallback_id`` is the task id of a record that names none (a ``.traj`` file's name).
+    """
     if fmt == "openai":
         out = _openai(record)
     elif fmt == "sharegpt":
         out = _sharegpt(record)
+    elif fmt == "swe-agent" and swe_traj.looks_native(record):
+        out = swe_traj.normalize_traj(record, fallback_id)
     elif fmt == "swe-agent":
         out = _swe_agent(record)
     else:
@@ -115,40 +105,6 @@ def trace_content_hash(messages: list[dict[str, Any]], tools: str | None) -> str
 
 
 # --- helpers shared by the styles -----------------------------------------------------
-
-
-def _text(value: Any) -> str:
-    """Message content as text: a string, or the text parts of an OpenAI content list."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        parts = []
-        for part in value:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, dict) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-            else:
-                raise MalformedTrace(f"content part {str(part)[:60]!r} has no text")
-        return "".join(parts)
-    raise MalformedTrace(f"content is a {type(value).__name__}, expected a string or a list of parts")
-
-
-def _arguments(value: Any) -> str:
-    """Call arguments as the JSON string OpenAI uses (a dict is dumped; a bad string is kept)."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _tools(value: Any) -> str | None:
-    if value is None or value == []:
-        return None
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
 def _outcome(record: dict[str, Any]) -> str:
@@ -179,34 +135,7 @@ def _list(record: dict[str, Any], key: str) -> list[Any]:
     return value
 
 
-def _task_id(record: dict[str, Any]) -> str:
-    for key in ("task_id", "instance_id", "id"):
-        if isinstance(record.get(key), str | int):
-            return str(record[key])
-    return ""
-
-
 # --- OpenAI chat ----------------------------------------------------------------------
-
-
-def _openai_message(m: Any) -> dict[str, Any]:
-    if not isinstance(m, dict):
-        raise MalformedTrace("a message is not an object")
-    role = str(m.get("role", ""))
-    role = OPENAI_ROLES.get(role, role)
-    calls = []
-    for c in m.get("tool_calls") or []:
-        if not isinstance(c, dict):
-            raise MalformedTrace("a tool call is not an object")
-        fn = c.get("function") if isinstance(c.get("function"), dict) else c
-        calls.append({"id": str(c.get("id") or ""), "name": str(fn.get("name") or ""),
-                      "arguments": _arguments(fn.get("arguments", "{}"))})
-    reasoning = m.get("reasoning_content") or m.get("reasoning") or m.get("thinking")
-    return message(
-        role, _text(m.get("content")), reasoning=_text(reasoning) or None, tool_calls=calls,
-        tool_call_id=m.get("tool_call_id"), name=m.get("name"),
-        is_summary=bool(m.get("summary") or m.get("is_summary")),
-    )
 
 
 def _openai(record: dict[str, Any]) -> dict[str, Any]:
@@ -315,3 +244,5 @@ def _swe_agent(record: dict[str, Any]) -> dict[str, Any]:
         schema.TRACE_TOOLS: _tools(record.get("tools") or SWE_AGENT_TOOLS),
         schema.TRACE_METADATA: json.dumps(meta, ensure_ascii=False, sort_keys=True, default=str),
     }
+
+
