@@ -177,10 +177,13 @@ def run(
     network: bool = False,
     env_writable: bool = False,
     extra_env: Mapping[str, str] | None = None,
+    merge_stderr: bool = False,
 ) -> RunResult:
     """Run ``command`` (a ``/bin/sh -c`` string) in ``work_dir`` under ``config``'s sandbox.
 
     ``network`` and ``env_writable`` are for the install phase; tests run with neither.
+    ``merge_stderr`` records stderr into ``stdout`` in order (runners such as cargo print
+    which target runs on stderr and its tests on stdout).
     The working directory is ``/workspace`` and ``$ENV_DIR`` names the environment directory
     (``/env``), so commands read the same in every run.
     """
@@ -202,7 +205,8 @@ def run(
         argv, files = _bwrap_argv(config, work_dir, env_dir, network, env_writable, inner)
         cwd = "/"
     try:
-        return _supervise(command, argv, env, cwd, config.limits, status_r, status_w, files)
+        return _supervise(command, argv, env, cwd, config.limits, (status_r, status_w), files,
+                          merge_stderr)
     finally:
         for fd in files:
             with contextlib.suppress(OSError):
@@ -336,12 +340,14 @@ class _Capture:
 
 
 def _supervise(command: str, argv: list[str], env: dict[str, str], cwd: str, limits: Limits,
-               status_r: int, status_w: int, files: list[int]) -> RunResult:
+               status: tuple[int, int], files: list[int], merge_stderr: bool) -> RunResult:
+    status_r, status_w = status
     start = time.monotonic()
     try:
         proc = subprocess.Popen(
             argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, pass_fds=(status_w, *files), start_new_session=True)
+            stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
+            pass_fds=(status_w, *files), start_new_session=True)
     except OSError as exc:
         os.close(status_r)
         os.close(status_w)
@@ -349,8 +355,8 @@ def _supervise(command: str, argv: list[str], env: dict[str, str], cwd: str, lim
     os.close(status_w)
     cap = _Capture(limits.output_bytes, bytearray(), bytearray(), bytearray())
     timed_out = _pump(proc, status_r, cap, start + limits.wall_seconds)
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    _, wait_status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(wait_status)
     wall = time.monotonic() - start
     return _result(command, proc.returncode, cap, timed_out, wall, usage)
 
@@ -366,7 +372,8 @@ def _pump(proc: subprocess.Popen, status_r: int, cap: _Capture, deadline: float)
     the session on timeout or overflow. Returns whether the deadline passed."""
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ, cap.out)
-    sel.register(proc.stderr, selectors.EVENT_READ, cap.err)
+    if proc.stderr:
+        sel.register(proc.stderr, selectors.EVENT_READ, cap.err)
     sel.register(status_r, selectors.EVENT_READ, cap.status)
     timed_out, killed_at = False, None
     while sel.get_map() or not _exited(proc.pid):
@@ -385,7 +392,8 @@ def _pump(proc: subprocess.Popen, status_r: int, cap: _Capture, deadline: float)
                 _kill(proc)
     sel.close()
     proc.stdout.close()
-    proc.stderr.close()
+    if proc.stderr:
+        proc.stderr.close()
     os.close(status_r)
     return timed_out
 
