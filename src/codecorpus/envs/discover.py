@@ -360,7 +360,7 @@ def _python(root: Path) -> list[tuple[str, Candidate]]:
 
 
 def _python_extras(py: dict, setup_py: str, setup_cfg: str) -> set[str]:
-    extras = set((py.get("project", {}).get("optional-dependencies") or {}))
+    extras = set(py.get("project", {}).get("optional-dependencies") or {})
     m = re.search(r"extras_require\s*=\s*\{(.*?)\}", setup_py, re.S)
     if m:
         extras |= set(re.findall(r"""["'](\w+)["']\s*:""", m.group(1)))
@@ -443,7 +443,7 @@ def _node_direct(script: str, deps: dict) -> tuple[str, str, str] | None:
     """The test runner called directly with a per-test reporter, when the script is one."""
     if script.startswith("node --test"):
         return script.replace("node --test", "node --test --test-reporter=tap", 1), "tap", ""
-    if script.startswith("vitest") or "vitest" in deps and script.startswith("vitest"):
+    if script.startswith("vitest") or ("vitest" in deps and script.startswith("vitest")):
         return (f"npx vitest run --reporter=junit --outputFile={JUNIT_DIR}/junit.xml", "junit",
                 f"{JUNIT_DIR}/junit.xml")
     if script.startswith("jest") and "jest-junit" in deps:

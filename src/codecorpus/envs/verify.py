@@ -440,7 +440,7 @@ def validate_task(repo: Path, base_commit: str, patch: str, test_patch: str,
 
 
 def _env_for_tree(tree: Path, env: Verification, cfg: VerifyConfig,
-                  steps: list[Step]) -> Path | None | bool:
+                  steps: list[Step]) -> Path | bool | None:
     """The environment directory for a fresh tree: the cached one (linked in for Node), or
     for per-commit builds (cmake, make) a new one, built again before each test state.
     False when the install fails."""
