@@ -119,27 +119,40 @@ def parse_pytest(text: str) -> dict[str, str]:
     return tests
 
 
-_UNITTEST = re.compile(
-    r"^(\w+) \(([\w.]+)\)[^\n]*?(?:\n[^\n]*?)? \.\.\. (?:[^\n]*\n)?"
-    r"(ok|FAIL|ERROR|skipped\b[^\n]*|expected failure|unexpected success)$", re.MULTILINE)
+_UNITTEST_START = re.compile(r"^(\w+) \(([\w.]+)\)(?:\n?.*?) \.\.\. ?(.*)$")
+_UNITTEST_WORD = re.compile(r"^(ok|FAIL|ERROR|skipped\b.*|expected failure|unexpected success)$")
 
 
 def parse_unittest(text: str) -> dict[str, str]:
     """``python -m unittest -v`` lines ``test_a (pkg.mod.Case.test_a) ... ok``: id
-    ``pkg.mod.Case.test_a`` (Python 3.11 prints the full name; 3.10 the class only).
+    ``pkg.mod.Case.test_a`` (Python 3.11 prints the full name; 3.10 the class only). What a
+    test prints (warnings, its own output) may come between the ``...`` and the status.
 
-    >>> parse_unittest("test_a (m.T.test_a) ... ok\\ntest_b (m.T) ... FAIL\\n")
-    {'m.T.test_a': 'passed', 'm.T.test_b': 'failed'}
+    >>> parse_unittest("test_a (m.T.test_a) ... ok\\ntest_b (m.T) ... FAIL\\n"
+    ...                "test_c (m.T.test_c) ... noise\\nmore noise\\nok\\n")
+    {'m.T.test_a': 'passed', 'm.T.test_b': 'failed', 'm.T.test_c': 'passed'}
     """
     tests: dict[str, str] = {}
-    for m in _UNITTEST.finditer(text):
-        method, where, word = m.groups()
-        tid = where if where.endswith("." + method) else f"{where}.{method}"
-        status = PASSED if word in ("ok", "unexpected success") else FAILED
-        if word.startswith("skipped") or word == "expected failure":
-            status = SKIPPED
-        tests[tid] = _merge(tests.get(tid), status)
+    pending: str | None = None
+    for line in text.splitlines():
+        m = _UNITTEST_START.match(line)
+        if m:
+            method, where, rest = m.groups()
+            pending = where if where.endswith("." + method) else f"{where}.{method}"
+            line = rest
+        if pending is None:
+            continue
+        word = _UNITTEST_WORD.match(line.strip())
+        if word:
+            tests[pending] = _merge(tests.get(pending), _unittest_status(word.group(1)))
+            pending = None
     return tests
+
+
+def _unittest_status(word: str) -> str:
+    if word.startswith("skipped") or word == "expected failure":
+        return SKIPPED
+    return PASSED if word in ("ok", "unexpected success") else FAILED
 
 
 _CARGO_RUNNING = re.compile(r"^\s*Running (?:unittests )?(\S+)")
