@@ -373,6 +373,11 @@ def _python_extras(py: dict, setup_py: str, setup_cfg: str) -> set[str]:
 def _uses_pytest(root: Path, py: dict, setup_cfg: str) -> bool:
     if "pytest" in (py.get("tool") or {}) or "[tool:pytest]" in setup_cfg:
         return True
+    declared = json.dumps(py.get("project", {}).get("optional-dependencies") or {})
+    declared += setup_cfg + _read(root / "setup.py")
+    declared += "".join(_read(p) for p in root.glob("requirements*.txt"))
+    if re.search(r"\bpytest\b", declared):
+        return True
     if (root / "pytest.ini").is_file() or (root / "conftest.py").is_file():
         return True
     if "[pytest]" in _read(root / "tox.ini"):

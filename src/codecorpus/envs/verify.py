@@ -288,7 +288,8 @@ def _worst(reasons: list[str]) -> str:
 def verify_environment(work: Path, cfg: VerifyConfig,
                        found: disc.Discovery | None = None) -> Verification:
     """Install and test one work tree in the sandbox; the first install + test pair whose
-    tests pass deterministically wins."""
+    tests pass deterministically wins. The tree is the sandbox's to write (a root caller
+    hands it to the sandbox uid): pass a tree made for it (``verify_revision`` does)."""
     work = Path(work)
     found = found or disc.discover(work)
     reasons: list[str] = []
@@ -344,6 +345,15 @@ def _attempt(work: Path, inst: disc.Candidate, tests: list[disc.Candidate], cfg:
     if env_dir and inst.toolchain not in toolchains.CACHEABLE:
         shutil.rmtree(env_dir, ignore_errors=True)
     return out
+
+
+def verify_revision(repo: Path, commit: str, cfg: VerifyConfig) -> Verification:
+    """Verify the environment of ``repo`` at ``commit`` in a fresh exported tree, leaving the
+    repository as it was (the sandbox takes ownership of the tree it writes to)."""
+    with tempfile.TemporaryDirectory(prefix="env-") as tmp:
+        tree = Path(tmp) / "tree"
+        fresh_tree(Path(repo), commit, tree)
+        return verify_environment(tree, cfg)
 
 
 def environment_dir(cfg: VerifyConfig, env: Verification) -> Path | None:
