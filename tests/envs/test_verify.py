@@ -125,6 +125,11 @@ def test_spec_matches_the_shipped_schema(tmp_path):
     broken = {**doc, "tests": {**doc["tests"], "passed": 0}}
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(broken, spec.schema())
+    docker = spec.render_dockerfile(doc).splitlines()
+    assert docker[1] == "FROM python:3.11-slim"  # the toolchain the spec was verified with
+    assert [ln for ln in docker if ln.startswith(("RUN", "CMD"))] == [
+        *(f"RUN {c}" for c in env.install),
+        f'CMD ["/bin/sh", "-c", "{env.test}"]']
     with pytest.raises(ValueError, match="not verified"):
         spec.environment_spec(verify.Verification(False, "flaky"), "x", "y", cfg.sandbox)
 

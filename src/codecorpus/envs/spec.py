@@ -97,3 +97,27 @@ def write_spec(spec: dict, out_dir: Path) -> Path:
         os.fsync(fh.fileno())
     os.replace(tmp, path)
     return path
+
+
+_BASE_IMAGES = {"python": "python:{major_minor}-slim", "node": "node:{major}-bookworm-slim",
+                "rust": "rust:1-slim-bookworm", "go": "golang:1-bookworm",
+                "java-maven": "maven:3-eclipse-temurin-21", "java-gradle": "gradle:jdk21",
+                "cmake": "debian:bookworm", "make": "debian:bookworm"}
+
+
+def render_dockerfile(spec: dict) -> str:
+    """A Dockerfile that rebuilds a spec's environment, for users who have Docker: the same
+    paths (/workspace, /env), fixed variables, install commands and test command."""
+    chain, version = spec["toolchain"]["name"], spec["toolchain"]["version"]
+    numbers = re.findall(r"\d+", version)
+    image = _BASE_IMAGES[chain].format(
+        major_minor=".".join(numbers[:2]) or "3", major=(numbers[:1] or ["20"])[0])
+    env = {**spec["environment"], "ENV_DIR": sb.ENV, "WORK_DIR": sb.WORK,
+           "PATH": f"{sb.ENV}/venv/bin:{sb.ENV}/bin:$PATH"}
+    lines = [f"# {spec['repo']}@{spec['revision']} (cache key {spec['cache_key']})",
+             f"FROM {image}",
+             *(f'ENV {k}="{v}"' for k, v in env.items()),
+             f"WORKDIR {sb.WORK}", f"COPY . {sb.WORK}",
+             *(f"RUN {cmd}" for cmd in spec["install"]),
+             f"CMD {json.dumps(['/bin/sh', '-c', spec['test']['command']])}"]
+    return "\n".join(lines) + "\n"
