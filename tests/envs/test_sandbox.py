@@ -113,3 +113,24 @@ def test_overhead_measures_both(tmp_path):
     figures = sb.overhead(_config(), tmp_path, repeats=2)
     assert set(figures) == {"bare_ms", "sandbox_ms", "overhead_ms"}
     assert figures["bare_ms"] > 0 and figures["sandbox_ms"] > 0
+
+
+def test_index_config_reaches_installs_without_secrets(tmp_path, monkeypatch):
+    home = tmp_path / "host-home"
+    (home / ".config/pip").mkdir(parents=True)
+    (home / ".config/pip/pip.conf").write_text("[global]\nextra-index-url = file:///opt/x\n")
+    (home / ".npmrc").write_text("registry=https://registry.example/\n"
+                                 "//registry.example/:_authToken=s3cret\nfund=false\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("PIP_INDEX_URL", "https://index.example/simple")
+    work = tmp_path / "work"
+    work.mkdir()
+    show = "cat ~/.config/pip/pip.conf ~/.npmrc; echo index=$PIP_INDEX_URL"
+    res = sb.run(show, work, _config(), network=True)
+    assert res.ok, res.stderr
+    assert res.stdout.splitlines() == [
+        "[global]", "extra-index-url = file:///opt/x", "registry=https://registry.example/",
+        "fund=false", "index=https://index.example/simple"]
+    tests = sb.run(show, work, _config())  # the test phase gets none of it
+    assert "index=" in tests.stdout and "registry" not in tests.stdout
+    assert tests.stdout.strip().endswith("index=")

@@ -30,6 +30,10 @@ anonymous memory use), not ``RLIMIT_AS``: V8, Go and the JVM reserve large addre
 they never touch, which an address-space cap would refuse. ``address_space_bytes`` is there
 for runtimes that need the stricter cap.
 
+``kind: none`` (only when a recipe asks for it) runs the command bare in the work tree with
+the same rlimits and environment, a private temporary $HOME, and no namespace: no network
+isolation, no read-only system, and for a root caller no process limit.
+
 A run ends with a machine-readable ``violation`` (``None`` when the command ran within
 every limit), so callers count drops by reason instead of parsing messages.
 """
@@ -275,6 +279,8 @@ def _bwrap_argv(config: SandboxConfig, work: Path, env_dir: Path | None, network
                 env_writable: bool, inner: list[str]) -> tuple[list[str], list[int]]:
     """bubblewrap's arguments and the fds it reads (copied index config files)."""
     size = str(config.limits.tmpfs_bytes)
+    # --unshare-all spelled out: as root the user namespace is left out, because setpriv
+    # must switch to a real unprivileged uid (see the module docstring).
     args = ["bwrap", "--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-pid",
             "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox"]
     if not network:
@@ -320,15 +326,23 @@ def _parents(path: str, made: set[str]) -> list[str]:
     return out
 
 
+_SECRET_LINE = re.compile(rb"(?im)^[^\n]*(?:_authtoken|_auth|_password|password|token)\s*[=:][^\n]*\n?")
+
+
 def _index_config(files: list[int]) -> list[str]:
-    """Copy the caller's package-index config files into the sandbox $HOME (read-only)."""
+    """Copy the caller's package-index config files into the sandbox $HOME (read-only).
+
+    Install scripts are repository code and the network is on, so lines holding
+    credentials (auth tokens, passwords) are left out: an index that needs them must be
+    reachable another way (a local mirror, a proxy that authenticates)."""
     home, args = Path.home(), []
     for rel in INDEX_CONFIG_FILES:
         src = home / rel
         if not src.is_file():
             continue
         r, w = os.pipe()
-        os.write(w, src.read_bytes()[:60000])  # fits a pipe buffer: no writer thread needed
+        data = _SECRET_LINE.sub(b"", src.read_bytes()[:60000])
+        os.write(w, data)  # fits a pipe buffer: no writer thread needed
         os.close(w)
         files.append(r)
         made: set[str] = set()
