@@ -119,3 +119,34 @@ def test_unittest_convention_without_manifest(tmp_path):
     found = disc.discover(tmp_path)
     assert [c.commands[0] for c in found.tests] == [disc.UNITTEST, disc.UNITTEST + " -s tests"]
     assert found.installs[0].commands == (disc.VENV + " --without-pip",)
+
+
+def test_commits_grouped_by_dependency_hash_from_git_objects(tmp_path):
+    import subprocess
+
+    from envs_helpers import git_repo
+
+    from codecorpus.envs import verify
+
+    repo = tmp_path / "repo"
+    first = git_repo(repo, {"pyproject.toml": PYPROJECT, "pkg/a.py": "x = 1\n",
+                            "vendor/requirements.txt": "ignored\n"})
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}
+
+    def commit(rel: str, text: str) -> str:
+        (repo / rel).write_text(text)
+        for args in (["add", "-A"], ["commit", "-q", "-m", rel]):
+            subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
+                              text=True, check=True).stdout.strip()
+
+    source_only = commit("pkg/a.py", "x = 2\n")
+    new_dep = commit("requirements.txt", "attrs\n")
+    groups = disc.group_commits(repo, [first, source_only, new_dep])
+    assert list(groups.values()) == [[first, source_only], [new_dep]]
+    for sha in (first, new_dep):
+        tree = tmp_path / f"tree-{sha[:7]}"
+        verify.fresh_tree(repo, sha, tree)
+        assert disc.dependency_hash_at(repo, sha) == disc.dependency_hash(tree)
+    assert disc.dependency_hash_at(repo, new_dep)[0] == ("pyproject.toml", "requirements.txt")

@@ -124,6 +124,21 @@ def test_task_drop_reasons(tmp_path):
         verify.NO_ENVIRONMENT
 
 
+def test_instances_validated_newest_first_within_the_cap(tmp_path):
+    repo = tmp_path / "repo"
+    base = git_repo(repo, {"calc.py": LIB, "tests/test_calc.py": UNITTESTS})
+    cfg = _cfg(tmp_path, runs=1)
+    env = verify.verify_revision(repo, base, cfg)
+    rows = [{"instance_id": f"x__calc-{i}", "repo": "x/calc", "base_commit": base,
+             "patch": PATCH, "test_patch": TEST_PATCH, "created_at": f"2024-01-0{i}"}
+            for i in (1, 2)]
+    kept, dropped = verify.validate_instances(repo, rows, env, cfg, max_per_repo=1)
+    assert [r["instance_id"] for r in kept] == ["x__calc-2"]
+    assert json.loads(kept[0]["FAIL_TO_PASS"]) == ["test_calc.TestCalc.test_add"]
+    assert json.loads(kept[0]["PASS_TO_PASS"]) == ["test_calc.TestCalc.test_zero"]
+    assert dropped == [("x__calc-1", verify.OVER_MAX_PER_REPO)]
+
+
 def test_spec_matches_the_shipped_schema(tmp_path):
     repo = write_tree(tmp_path / "repo", {"calc.py": FIXED, "tests/test_calc.py": UNITTESTS})
     cfg = _cfg(tmp_path)

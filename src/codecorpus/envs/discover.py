@@ -18,9 +18,11 @@ is the environment cache key: commits whose dependency files hash alike share on
 from __future__ import annotations
 
 import configparser
+import fnmatch
 import hashlib
 import json
 import re
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -92,6 +94,55 @@ def dependency_hash(root: Path) -> tuple[tuple[str, ...], str]:
     for rel in files:
         digest.update(rel.encode() + b"\0" + hashlib.sha256((root / rel).read_bytes()).digest())
     return tuple(files), digest.hexdigest()
+
+
+def _is_dependency_file(rel: str) -> bool:
+    """Whether a repository path matches ``DEPENDENCY_GLOBS`` as ``Path.glob`` would.
+
+    >>> [_is_dependency_file(p) for p in ("requirements-dev.txt", "a/requirements.txt",
+    ...                                   "crates/x/Cargo.toml", "node_modules/y/package.json")]
+    [True, False, True, False]
+    """
+    parts = rel.split("/")
+    if any(part in SKIP_DIRS for part in parts[:-1]):
+        return False
+    for pattern in DEPENDENCY_GLOBS:
+        if pattern.startswith("**/"):
+            if fnmatch.fnmatchcase(parts[-1], pattern[3:]):
+                return True
+        elif rel.count("/") == pattern.count("/") and fnmatch.fnmatchcase(rel, pattern):
+            return True
+    return False
+
+
+def _git_out(repo: Path, *args: str) -> bytes:
+    proc = subprocess.run(["git", "-c", "safe.directory=*", "-C", str(repo), *args],
+                          capture_output=True, timeout=300, check=False)
+    if proc.returncode != 0:
+        raise ValueError(f"git {' '.join(args)} in {repo} failed: {proc.stderr.decode()[:300]}")
+    return proc.stdout
+
+
+def dependency_hash_at(repo: Path, commit: str) -> tuple[tuple[str, ...], str]:
+    """``dependency_hash`` of a commit read from git objects, without checking it out (the
+    same digest as of the commit's exported tree). Reads blobs only: runs no repository code."""
+    names = _git_out(repo, "ls-tree", "-r", "--name-only", "-z", commit).split(b"\0")
+    files = sorted(n.decode("utf-8", "replace") for n in names
+                   if n and _is_dependency_file(n.decode("utf-8", "replace")))
+    digest = hashlib.sha256()
+    for rel in files:
+        blob = _git_out(repo, "cat-file", "blob", f"{commit}:{rel}")
+        digest.update(rel.encode() + b"\0" + hashlib.sha256(blob).digest())
+    return tuple(files), digest.hexdigest()
+
+
+def group_commits(repo: Path, commits: list[str]) -> dict[str, list[str]]:
+    """Commits grouped by dependency hash, in the order given: one environment (one
+    install) serves each group."""
+    groups: dict[str, list[str]] = {}
+    for commit in commits:
+        groups.setdefault(dependency_hash_at(repo, commit)[1], []).append(commit)
+    return groups
 
 
 def cache_key(dep_hash: str, toolchain: str, toolchain_version: str,

@@ -41,8 +41,9 @@ NO_PASSING_TESTS = "no_passing_tests"
 NO_FAIL_TO_PASS = "no_fail_to_pass"
 FLAKY = "flaky"
 NO_ENVIRONMENT = "no_environment"
+OVER_MAX_PER_REPO = "over_max_per_repo"
 DROP_REASONS = (PATCH_DOES_NOT_APPLY, INSTALL_FAILED, NO_TESTS_FOUND, NO_PASSING_TESTS,
-                NO_FAIL_TO_PASS, FLAKY, NO_ENVIRONMENT, *sb.VIOLATIONS)
+                NO_FAIL_TO_PASS, FLAKY, NO_ENVIRONMENT, OVER_MAX_PER_REPO, *sb.VIOLATIONS)
 COMPLETE = ".complete.json"
 
 
@@ -464,3 +465,25 @@ def _env_for_tree(tree: Path, env: Verification, cfg: VerifyConfig,
 def verification_record(env: Verification) -> dict:
     """A JSON-ready dict of a verification (steps included)."""
     return asdict(env)
+
+
+def validate_instances(repo: Path, instances: list[dict], env: Verification, cfg: VerifyConfig,
+                       max_per_repo: int = 20) -> tuple[list[dict], list[tuple[str, str]]]:
+    """Validate a repository's SWE-bench task candidates: the newest ``max_per_repo`` (by
+    ``created_at``) are run; each valid one comes back with ``FAIL_TO_PASS`` and
+    ``PASS_TO_PASS`` filled (JSON-encoded lists, as SWE-bench's datasets hold them), each
+    other one as ``(instance_id, reason)``. Candidates past the cap are dropped as
+    ``over_max_per_repo``, so every input is accounted for."""
+    ordered = sorted(instances, key=lambda r: (r.get("created_at") or "", r["instance_id"]),
+                     reverse=True)
+    kept, dropped = [], []
+    for row in ordered[max_per_repo:]:
+        dropped.append((row["instance_id"], OVER_MAX_PER_REPO))
+    for row in ordered[:max_per_repo]:
+        task = validate_task(repo, row["base_commit"], row["patch"], row["test_patch"], env, cfg)
+        if task.valid:
+            kept.append({**row, "FAIL_TO_PASS": json.dumps(task.fail_to_pass),
+                         "PASS_TO_PASS": json.dumps(task.pass_to_pass)})
+        else:
+            dropped.append((row["instance_id"], task.reason or NO_FAIL_TO_PASS))
+    return kept, dropped
