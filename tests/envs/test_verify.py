@@ -71,6 +71,22 @@ FLIP = ("import os, unittest\n"
         "        self.assertEqual(n % 2, 1)\n")
 
 
+def test_ci_command_is_tried_first_and_its_line_recorded(tmp_path):
+    workflow = ("on: push\njobs:\n  t:\n    runs-on: ubuntu-latest\n    steps:\n"
+                "      - uses: actions/checkout@v4\n"
+                "      - run: python -m unittest discover -v -s tests -p 'check_*.py'\n")
+    repo = write_tree(tmp_path / "repo", {
+        ".github/workflows/ci.yml": workflow, "calc.py": FIXED,
+        "tests/check_calc.py": UNITTESTS})  # the convention's test*.py pattern finds nothing
+    cfg = _cfg(tmp_path)
+    env = verify.verify_environment(repo, cfg)
+    assert env.verified
+    assert env.test_source == (".github/workflows/ci.yml", 7)
+    assert env.tests == {"check_calc.TestCalc.test_zero": "passed"}
+    doc = spec.environment_spec(env, "x/calc", "HEAD", cfg.sandbox)
+    assert doc["provenance"]["test"] == {"file": ".github/workflows/ci.yml", "line": 7}
+
+
 def test_failing_and_flaky_suites_are_not_verified(tmp_path):
     failing = write_tree(tmp_path / "failing", {"calc.py": LIB, "tests/test_calc.py": (
         UNITTESTS.replace("add(0, 0), 0", "add(2, 3), 5"))})
