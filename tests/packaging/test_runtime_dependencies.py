@@ -23,7 +23,8 @@ def _normalize(requirement: str) -> str:
 
 
 def _optional_nodes(tree: ast.AST) -> set[int]:
-    """Imports inside ``try: ... except ImportError`` are optional by design."""
+    """Imports inside ``try: ... except ImportError`` are optional by design, and so are the
+    fallbacks in such a handler (``tomli`` where ``tomllib`` is missing: declared with a marker)."""
     optional: set[int] = set()
     for node in ast.walk(tree):
         if not isinstance(node, ast.Try):
@@ -31,7 +32,8 @@ def _optional_nodes(tree: ast.AST) -> set[int]:
         caught = [h.type for h in node.handlers if h.type is not None]
         names = {n.id for t in caught for n in ast.walk(t) if isinstance(n, ast.Name)}
         if names & {"ImportError", "ModuleNotFoundError"}:
-            optional.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+            guarded = [*node.body, *(stmt for h in node.handlers for stmt in h.body)]
+            optional.update(id(n) for stmt in guarded for n in ast.walk(stmt))
     return optional
 
 

@@ -1,0 +1,121 @@
+"""Environment yield on real packages: discovery + sandboxed verification of sdists.
+
+Downloads the source distributions of popular pure-Python packages that ship their tests
+(``pip download --no-binary :all: --no-deps``; this needs a package index at bench time),
+makes each a one-commit git repository, and runs discovery and verification on it in the
+sandbox. Prints the yield (goal: 16 of 20, Repo2Run's 86% on Python is the bar), the
+failures by reason, CPU seconds per verified environment, and the median sandbox overhead
+per command against the same command run bare (goal: under 100 ms).
+
+Timing figures need an idle machine.
+
+    python bench/env_yield.py                 # all 20 packages
+    python bench/env_yield.py --packages 2    # a quick check that it works
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import tarfile
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+from codecorpus.envs import sandbox as sb
+from codecorpus.envs import verify
+
+PACKAGES = (
+    "iniconfig", "six", "attrs", "packaging", "pluggy", "more-itertools", "toolz", "idna",
+    "python-dateutil", "tomli", "itsdangerous", "click", "pyparsing", "sortedcontainers",
+    "cachetools", "decorator", "tabulate", "wcwidth", "jmespath", "boltons",
+)
+
+
+def download(name: str, dest: Path, box: sb.SandboxConfig) -> Path | None:
+    """The package's sdist, downloaded by pip into ``dest`` (None when pip finds none).
+    pip prepares an sdist's metadata by running its build backend, which is the package's
+    code, so the download runs in the sandbox too (network on, as in an install)."""
+    work = dest / name
+    work.mkdir()
+    res = sb.run(f"python3 -m pip download --no-binary :all: --no-deps -q -d . {name}", work, box,
+                 network=True, merge_stderr=True)
+    found = sorted(work.glob("*.tar.gz"))
+    if not res.ok or not found:
+        print(f"  {name}: download failed: {res.violation or res.exit_code} "
+              f"{res.stdout.strip()[-200:]}")
+        return None
+    return found[0]
+
+
+def as_repository(sdist: Path, dest: Path) -> tuple[Path, str]:
+    """Extract an sdist and commit it as a git repository; its path and commit id."""
+    with tarfile.open(sdist) as tar:
+        tar.extractall(dest, filter="data")
+    root = next(p for p in dest.iterdir() if p.is_dir())
+    env = {"GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@localhost",
+           "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@localhost",
+           "PATH": "/usr/bin:/bin"}
+    for args in (["init", "-q"], ["add", "-A", "-f"], ["commit", "-q", "-m", sdist.name]):
+        subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                            text=True, check=True).stdout.strip()
+    return root, commit
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--packages", type=int, default=len(PACKAGES))
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--overhead-repeats", type=int, default=20)
+    args = parser.parse_args()
+    names = PACKAGES[: args.packages]
+    with tempfile.TemporaryDirectory(prefix="env-yield-") as tmp:
+        tmp_path = Path(tmp)
+        (tmp_path / "sdists").mkdir()
+        cfg = verify.VerifyConfig(cache_dir=str(tmp_path / "cache"), runs=args.runs)
+        box = sb.SandboxConfig(toolchain_paths=sb.python_toolchain(),
+                               path_dirs=(sb.python_toolchain()[0] + "/bin",))
+        outcomes: dict[str, verify.Verification | None] = {}
+        for name in names:
+            t0 = time.monotonic()
+            sdist = download(name, tmp_path / "sdists", box)
+            if sdist is None:
+                outcomes[name] = None
+                continue
+            repo, commit = as_repository(sdist, tmp_path / "repos" / name)
+            env = verify.verify_revision(repo, commit, cfg)
+            outcomes[name] = env
+            status = "verified" if env.verified else env.reason
+            print(f"  {name:18} {status:18} tests={len(env.tests):4d} parser={env.parser or '-':9}"
+                  f" cpu={env.cpu_seconds:7.1f}s wall={time.monotonic() - t0:6.1f}s"
+                  f" test={env.test[:60]!r}")
+        work = tmp_path / "overhead"
+        work.mkdir()
+        true_cost = sb.overhead(box, work, ("true",), args.overhead_repeats)
+        py_cost = sb.overhead(box, work, ("python3", "-c", "pass"), args.overhead_repeats)
+    report(outcomes, true_cost, py_cost)
+
+
+def report(outcomes: dict[str, verify.Verification | None], true_cost: dict[str, float],
+           py_cost: dict[str, float]) -> None:
+    verified = [e for e in outcomes.values() if e and e.verified]
+    reasons = Counter("download_failed" if e is None else e.reason
+                      for e in outcomes.values() if e is None or not e.verified)
+    print(f"\nyield: {len(verified)} of {len(outcomes)} verified "
+          f"({100 * len(verified) / max(len(outcomes), 1):.0f}%; goal 80%, Repo2Run 86%)")
+    print("failures by reason:", dict(sorted(reasons.items())) or "none")
+    if verified:
+        cpu = [e.cpu_seconds for e in verified]
+        print(f"CPU seconds per verified environment: median {statistics.median(cpu):.1f}, "
+              f"total {sum(cpu):.1f}")
+    for label, cost in (("true", true_cost), ("python3 -c pass", py_cost)):
+        print(f"sandbox overhead per command ({label}): median {cost['overhead_ms']:.1f} ms "
+              f"(bare {cost['bare_ms']:.1f} ms, sandboxed {cost['sandbox_ms']:.1f} ms; "
+              "goal < 100 ms)")
+
+
+if __name__ == "__main__":
+    main()

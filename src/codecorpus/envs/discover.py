@@ -1,0 +1,566 @@
+"""Candidate install and test commands for a repository, cheapest evidence first.
+
+Reads files only; nothing here runs repository code. Candidates come ranked:
+
+0. CI files: GitHub Actions ``run:`` steps, ``.gitlab-ci.yml`` scripts, ``tox.ini``
+   ``commands``/``deps``, ``noxfile.py`` ``session.run``/``session.install``;
+1. the ecosystem's manifests: ``pyproject.toml`` (test extras), ``setup.py``/``setup.cfg``,
+   ``requirements*.txt``; ``package.json`` (``scripts.test``, the package manager its
+   lockfile names, jest/vitest/mocha/``node --test``); ``Cargo.toml``; ``go.mod``;
+   ``pom.xml``/``build.gradle``; ``CMakeLists.txt``; a ``Makefile`` with ``test``/``check``;
+2. conventions when a manifest says nothing (``python -m unittest discover``).
+
+Every candidate names the file and line it came from, the toolchain it needs and, for test
+commands, the parser for its output. The dependency files' content hash (plus toolchain)
+is the environment cache key: commits whose dependency files hash alike share one install.
+"""
+
+from __future__ import annotations
+
+import configparser
+import fnmatch
+import hashlib
+import json
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+CI, MANIFEST, CONVENTION = 0, 1, 2
+JUNIT_DIR = ".codecorpus-reports"
+SKIP_DIRS = {".git", "node_modules", "target", "build", "dist", ".venv", "venv", "vendor",
+             ".tox", ".nox", "__pycache__", JUNIT_DIR}
+DEPENDENCY_GLOBS = (
+    "pyproject.toml", "setup.py", "setup.cfg", "requirements*.txt", "requirements/*.txt",
+    "Pipfile", "Pipfile.lock", "poetry.lock", "uv.lock", "pdm.lock",
+    "package.json", "package-lock.json", "yarn.lock", "pnpm-lock.yaml", "npm-shrinkwrap.json",
+    "Cargo.lock", "**/Cargo.toml", "go.mod", "go.sum", "**/pom.xml", "build.gradle",
+    "build.gradle.kts", "settings.gradle", "settings.gradle.kts", "gradle/libs.versions.toml",
+)
+VENV = 'python -m venv "$ENV_DIR/venv"'
+PYTEST = f"python -m pytest -rA -p no:cacheprovider --junitxml={JUNIT_DIR}/junit.xml"
+UNITTEST = "python -m unittest discover -v"
+
+_TEST_WORDS = re.compile(
+    r"\b(pytest|py\.test|unittest|tox|nox|npm (?:run )?test|yarn (?:run )?test|pnpm (?:run )?test"
+    r"|jest|vitest|mocha|node --test|cargo test|go test|mvn\b.*\btest|gradlew? .*\btest|ctest"
+    r"|make (?:test|check))\b")
+_INSTALL_WORDS = re.compile(
+    r"\b(pip3? install|python -m pip install|uv pip install|uv sync|poetry install|pdm install"
+    r"|npm ci|npm install|yarn install|pnpm install|cargo fetch|cargo build|go mod download"
+    r"|go get|mvn\b.*\b(?:install|dependency:)|cmake -S|cmake \.\.|cmake --build)\b")
+_UNSUPPORTED = re.compile(r"\$\{\{|\bsudo\b|\bapt(?:-get)?\b|\bbrew\b|\bdocker\b|\bchoco\b|^cd \.\.")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One way to install or to test, and where it was read."""
+
+    commands: tuple[str, ...]
+    toolchain: str
+    source: str
+    line: int
+    rank: int
+    parser: str = ""
+    """For test commands: the ``results`` parser of their output."""
+    reports: str = ""
+    """For test commands: a glob (relative to the work tree) of the JUnit files they write."""
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """Everything found for one repository version."""
+
+    toolchains: tuple[str, ...]
+    installs: tuple[Candidate, ...]
+    tests: tuple[Candidate, ...]
+    dependency_files: tuple[str, ...]
+    dependency_hash: str
+    notes: tuple[str, ...] = field(default=())
+
+
+def dependency_hash(root: Path) -> tuple[tuple[str, ...], str]:
+    """The dependency files of a tree and the sha256 over their paths and contents."""
+    files = sorted({str(p.relative_to(root)) for pattern in DEPENDENCY_GLOBS
+                    for p in root.glob(pattern) if p.is_file() and not _skipped(p, root)})
+    digest = hashlib.sha256()
+    for rel in files:
+        digest.update(rel.encode() + b"\0" + hashlib.sha256((root / rel).read_bytes()).digest())
+    return tuple(files), digest.hexdigest()
+
+
+def _is_dependency_file(rel: str) -> bool:
+    """Whether a repository path matches ``DEPENDENCY_GLOBS`` as ``Path.glob`` would.
+
+    >>> [_is_dependency_file(p) for p in ("requirements-dev.txt", "a/requirements.txt",
+    ...                                   "crates/x/Cargo.toml", "node_modules/y/package.json")]
+    [True, False, True, False]
+    """
+    parts = rel.split("/")
+    if any(part in SKIP_DIRS for part in parts[:-1]):
+        return False
+    for pattern in DEPENDENCY_GLOBS:
+        if pattern.startswith("**/"):
+            if fnmatch.fnmatchcase(parts[-1], pattern[3:]):
+                return True
+        elif rel.count("/") == pattern.count("/") and fnmatch.fnmatchcase(rel, pattern):
+            return True
+    return False
+
+
+def _git_out(repo: Path, *args: str) -> bytes:
+    proc = subprocess.run(["git", "-c", "safe.directory=*", "-C", str(repo), *args],
+                          capture_output=True, timeout=300, check=False)
+    if proc.returncode != 0:
+        raise ValueError(f"git {' '.join(args)} in {repo} failed: {proc.stderr.decode()[:300]}")
+    return proc.stdout
+
+
+def dependency_hash_at(repo: Path, commit: str) -> tuple[tuple[str, ...], str]:
+    """``dependency_hash`` of a commit read from git objects, without checking it out (the
+    same digest as of the commit's exported tree). Reads blobs only: runs no repository code."""
+    names = _git_out(repo, "ls-tree", "-r", "--name-only", "-z", commit).split(b"\0")
+    files = sorted(n.decode("utf-8", "replace") for n in names
+                   if n and _is_dependency_file(n.decode("utf-8", "replace")))
+    digest = hashlib.sha256()
+    for rel in files:
+        blob = _git_out(repo, "cat-file", "blob", f"{commit}:{rel}")
+        digest.update(rel.encode() + b"\0" + hashlib.sha256(blob).digest())
+    return tuple(files), digest.hexdigest()
+
+
+def group_commits(repo: Path, commits: list[str]) -> dict[str, list[str]]:
+    """Commits grouped by dependency hash, in the order given: one environment (one
+    install) serves each group."""
+    groups: dict[str, list[str]] = {}
+    for commit in commits:
+        groups.setdefault(dependency_hash_at(repo, commit)[1], []).append(commit)
+    return groups
+
+
+def cache_key(dep_hash: str, toolchain: str, toolchain_version: str,
+              install: tuple[str, ...]) -> str:
+    """The installed-dependencies cache key: what the install depends on, and nothing else."""
+    text = json.dumps([dep_hash, toolchain, toolchain_version, list(install)])
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def discover(root: Path) -> Discovery:
+    """Ranked install and test candidates of the tree at ``root``."""
+    root = Path(root)
+    found: list[tuple[str, Candidate]] = []
+    for reader in (_github_actions, _gitlab_ci, _tox, _nox, _python, _node, _rust, _go,
+                   _java, _cmake, _make):
+        found += reader(root)
+    installs = _ranked(c for kind, c in found if kind == "install")
+    tests = _ranked(c for kind, c in found if kind == "test")
+    files, digest = dependency_hash(root)
+    toolchains = tuple(sorted({c.toolchain for c in installs + tests}))
+    return Discovery(toolchains, installs, tests, files, digest)
+
+
+def _ranked(cands) -> tuple[Candidate, ...]:
+    unique: dict[tuple[tuple[str, ...], str], Candidate] = {}
+    for c in cands:
+        unique.setdefault((c.commands, c.toolchain), c)
+    return tuple(sorted(unique.values(), key=lambda c: (c.rank, c.source, c.line)))
+
+
+def _skipped(path: Path, root: Path) -> bool:
+    return any(part in SKIP_DIRS for part in path.relative_to(root).parts[:-1])
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _line_of(text: str, needle: str, start: int = 0) -> int:
+    """1-based line of the first occurrence of ``needle`` (0 when absent)."""
+    pos = text.find(needle.strip().splitlines()[0] if needle.strip() else needle, start)
+    return text.count("\n", 0, pos) + 1 if pos >= 0 else 0
+
+
+# ---------------------------------------------------------------- CI files
+
+
+def _toolchain_of(command: str) -> str:
+    for word, chain in (("cargo", "rust"), ("go ", "go"), ("mvn", "java-maven"),
+                        ("gradle", "java-gradle"), ("ctest", "cmake"), ("cmake", "cmake"),
+                        ("npm", "node"), ("yarn", "node"), ("pnpm", "node"), ("node ", "node"),
+                        ("npx", "node"), ("make ", "make")):
+        if word in command:
+            return chain
+    return "python"
+
+
+def _parser_of(command: str) -> tuple[str, str]:
+    """The parser (and JUnit glob) for a test command's output."""
+    chain = _toolchain_of(command)
+    if "--junitxml" in command:
+        return "junit", re.search(r"--junitxml[= ](\S+)", command).group(1)
+    parser = {"rust": "cargo", "go": "go-json" if "-json" in command else "auto",
+              "cmake": "ctest", "java-maven": "junit", "java-gradle": "junit",
+              "node": "tap" if "node --test" in command else "auto"}.get(chain, "auto")
+    if "pytest" in command:
+        parser = "pytest"
+    elif "unittest" in command:
+        parser = "unittest"
+    reports = {"java-maven": "**/target/surefire-reports/TEST-*.xml",
+               "java-gradle": "**/build/test-results/**/*.xml"}.get(chain, "")
+    return parser, reports
+
+
+def _pytest_flags(command: str) -> str:
+    """A CI ``pytest`` line with ``-rA`` and a JUnit report added, so results are per test."""
+    if re.search(r"(^|\s)(python -m )?pytest\b", command) and "--junitxml" not in command:
+        command = re.sub(r"\b(pytest)\b", rf"\1 -rA --junitxml={JUNIT_DIR}/junit.xml", command,
+                         count=1)
+    return command
+
+
+def _ci_lines(script: str) -> list[str]:
+    """The usable shell lines of a CI step: continuation lines joined, comments dropped."""
+    joined = re.sub(r"\\\n\s*", " ", script)
+    return [ln.strip() for ln in joined.splitlines()
+            if ln.strip() and not ln.strip().startswith("#") and not _UNSUPPORTED.search(ln)]
+
+
+def _from_steps(scripts: list[str], text: str, source: str) -> list[tuple[str, Candidate]]:
+    """One install candidate (the job's install lines in order) and one test candidate per
+    test line."""
+    out: list[tuple[str, Candidate]] = []
+    installs: list[str] = []
+    first_install = 0
+    for script in scripts:
+        for line in _ci_lines(script):
+            if _TEST_WORDS.search(line) and not _INSTALL_WORDS.search(line):
+                line = _pytest_flags(line)
+                parser, reports = _parser_of(line)
+                out.append(("test", Candidate((line,), _toolchain_of(line), source,
+                                              _line_of(text, line.split(" -rA")[0]), CI, parser,
+                                              reports)))
+            elif _INSTALL_WORDS.search(line):
+                first_install = first_install or _line_of(text, line)
+                installs.append(line)
+    if installs:
+        chain = _toolchain_of(" ".join(installs))
+        setup = (VENV,) if chain == "python" else ()
+        out.append(("install", Candidate((*setup, *installs), chain, source, first_install, CI)))
+    return out
+
+
+def _github_actions(root: Path) -> list[tuple[str, Candidate]]:
+    out = []
+    for wf in sorted((root / ".github" / "workflows").glob("*.y*ml")):
+        text = _read(wf)
+        try:
+            doc = yaml.safe_load(text) or {}
+        except yaml.YAMLError:
+            continue
+        jobs = doc.get("jobs") if isinstance(doc, dict) else None
+        for job in (jobs or {}).values():
+            steps = job.get("steps") if isinstance(job, dict) else None
+            runs = [s["run"] for s in steps or [] if isinstance(s, dict)
+                    and isinstance(s.get("run"), str)]
+            out += _from_steps(runs, text, str(wf.relative_to(root)))
+    return out
+
+
+def _gitlab_ci(root: Path) -> list[tuple[str, Candidate]]:
+    path = root / ".gitlab-ci.yml"
+    text = _read(path)
+    try:
+        doc = yaml.safe_load(text) if text else None
+    except yaml.YAMLError:
+        return []
+    out = []
+    for name, job in (doc or {}).items() if isinstance(doc, dict) else ():
+        if not isinstance(job, dict) or str(name).startswith("."):
+            continue
+        scripts = [s for key in ("before_script", "script") for s in _as_list(job.get(key))]
+        out += _from_steps([s for s in scripts if isinstance(s, str)], text, ".gitlab-ci.yml")
+    return out
+
+
+def _as_list(value) -> list:
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+def _tox(root: Path) -> list[tuple[str, Candidate]]:
+    path = root / "tox.ini"
+    text = _read(path)
+    if not text:
+        return []
+    ini = configparser.ConfigParser(interpolation=None, strict=False)
+    try:
+        ini.read_string(text)
+    except configparser.Error:
+        return []
+    if not ini.has_section("testenv"):
+        return []
+    env = ini["testenv"]
+    subst = lambda s: s.replace("{posargs}", "").replace("{toxinidir}", ".").strip()  # noqa: E731
+    deps = [d.strip() for d in env.get("deps", "").splitlines()
+            if d.strip() and "{" not in d and not d.strip().startswith("#")]
+    install = [VENV, "python -m pip install -e ." if not env.getboolean(
+        "skip_install", fallback=False) else ""]
+    if deps:
+        install.append("python -m pip install " + " ".join(_quote(d) for d in deps))
+    out = [("install", Candidate(tuple(c for c in install if c), "python", "tox.ini",
+                                 _line_of(text, "[testenv]"), CI))]
+    for cmd in env.get("commands", "").splitlines():
+        cmd = _pytest_flags(subst(cmd))
+        if cmd and _TEST_WORDS.search(cmd):
+            parser, reports = _parser_of(cmd)
+            out.append(("test", Candidate((cmd,), "python", "tox.ini",
+                                          _line_of(text, cmd.split(" -rA")[0]), CI, parser,
+                                          reports)))
+    return out
+
+
+def _quote(arg: str) -> str:
+    return "'" + arg.replace("'", "'\\''") + "'" if re.search(r"[^\w@%+=:,./-]", arg) else arg
+
+
+_NOX_CALL = re.compile(r"session\.(run|install)\(([^)]*)\)")
+
+
+def _nox(root: Path) -> list[tuple[str, Candidate]]:
+    text = _read(root / "noxfile.py")
+    out: list[tuple[str, Candidate]] = []
+    installs: list[str] = []
+    for m in _NOX_CALL.finditer(text):
+        args = re.findall(r"""["']([^"']+)["']""", m.group(2))
+        if not args:
+            continue
+        line = text.count("\n", 0, m.start()) + 1
+        if m.group(1) == "install":
+            installs.append("python -m pip install " + " ".join(_quote(a) for a in args))
+        elif _TEST_WORDS.search(" ".join(args)):
+            cmd = _pytest_flags(" ".join(_quote(a) for a in args))
+            if args[0] == "pytest":
+                cmd = "python -m " + cmd
+            parser, reports = _parser_of(cmd)
+            out.append(("test", Candidate((cmd,), "python", "noxfile.py", line, CI, parser,
+                                          reports)))
+    if installs:
+        out.append(("install", Candidate((VENV, *installs), "python", "noxfile.py",
+                                         _line_of(text, "session.install"), CI)))
+    return out
+
+
+# ---------------------------------------------------------------- manifests
+
+
+def _toml(path: Path) -> dict:
+    try:
+        return tomllib.loads(_read(path)) if path.is_file() else {}
+    except tomllib.TOMLDecodeError:
+        return {}
+
+
+_TEST_EXTRAS = ("test", "tests", "testing", "dev", "develop")
+
+
+def _python(root: Path) -> list[tuple[str, Candidate]]:
+    py = _toml(root / "pyproject.toml")
+    setup_py, setup_cfg = _read(root / "setup.py"), _read(root / "setup.cfg")
+    reqs = sorted(p for p in (*root.glob("requirements*.txt"), *root.glob("requirements/*.txt")))
+    if not (py or setup_py or setup_cfg or reqs or _has_python_tests(root)):
+        return []
+    out = []
+    extras = _python_extras(py, setup_py, setup_cfg)
+    extra = next((e for e in _TEST_EXTRAS if e in extras), "")
+    target = f"'.[{extra}]'" if extra else "."
+    source = "pyproject.toml" if py else "setup.py" if setup_py else "setup.cfg"
+    wants_pytest = _uses_pytest(root, py, setup_cfg)
+    pytest_dep = ("python -m pip install pytest",) if wants_pytest else ()
+    if py or setup_py or setup_cfg:
+        line = _line_of(_read(root / source), f"{extra}" if extra else "[build-system]")
+        out.append(("install", Candidate((VENV, f"python -m pip install -e {target}",
+                                          *pytest_dep), "python", source, line, MANIFEST)))
+    req_cmds = tuple(f"python -m pip install -r {r.relative_to(root)}" for r in reqs)
+    if req_cmds:
+        out.append(("install", Candidate((VENV, *req_cmds, *pytest_dep), "python",
+                                         str(reqs[0].relative_to(root)), 1, MANIFEST)))
+    if not out:
+        setup = (VENV,) if pytest_dep else (VENV + " --without-pip",)  # no pip: 0.1 s, not 6
+        out.append(("install", Candidate((*setup, *pytest_dep), "python", "", 0, CONVENTION)))
+    if wants_pytest:
+        out.append(("test", Candidate((PYTEST,), "python", source, 0, MANIFEST, "junit",
+                                      f"{JUNIT_DIR}/junit.xml")))
+    out.append(("test", Candidate((UNITTEST,), "python", "", 0, CONVENTION, "unittest")))
+    for tests in ("tests", "test"):
+        if (root / tests).is_dir():
+            top = " -t ." if (root / tests / "__init__.py").is_file() else ""
+            out.append(("test", Candidate((f"{UNITTEST} -s {tests}{top}",), "python", tests, 0,
+                                          CONVENTION, "unittest")))
+    return out
+
+
+def _python_extras(py: dict, setup_py: str, setup_cfg: str) -> set[str]:
+    extras = set(py.get("project", {}).get("optional-dependencies") or {})
+    m = re.search(r"extras_require\s*=\s*\{(.*?)\}", setup_py, re.S)
+    if m:
+        extras |= set(re.findall(r"""["'](\w+)["']\s*:""", m.group(1)))
+    m = re.search(r"^\[options\.extras_require\]\n((?:[^\[].*\n?)*)", setup_cfg, re.M)
+    if m:
+        extras |= set(re.findall(r"^(\w+)\s*=", m.group(1), re.M))
+    return extras
+
+
+def _uses_pytest(root: Path, py: dict, setup_cfg: str) -> bool:
+    if "pytest" in (py.get("tool") or {}) or "[tool:pytest]" in setup_cfg:
+        return True
+    declared = json.dumps(py.get("project", {}).get("optional-dependencies") or {})
+    declared += setup_cfg + _read(root / "setup.py")
+    declared += "".join(_read(p) for p in root.glob("requirements*.txt"))
+    if re.search(r"\bpytest\b", declared):
+        return True
+    if (root / "pytest.ini").is_file() or (root / "conftest.py").is_file():
+        return True
+    if "[pytest]" in _read(root / "tox.ini"):
+        return True
+    for test_file in _python_test_files(root)[:50]:
+        if re.search(r"^\s*(import pytest|from pytest )", _read(test_file), re.M):
+            return True
+    return False
+
+
+def _python_test_files(root: Path) -> list[Path]:
+    files = [p for p in sorted(root.rglob("test*.py")) if not _skipped(p, root)]
+    return files + [p for p in sorted(root.rglob("*_test.py")) if not _skipped(p, root)]
+
+
+def _has_python_tests(root: Path) -> bool:
+    return bool(_python_test_files(root))
+
+
+_NPM_DEFAULT_TEST = 'echo "Error: no test specified" && exit 1'
+
+
+def _node(root: Path) -> list[tuple[str, Candidate]]:
+    path = root / "package.json"
+    text = _read(path)
+    try:
+        pkg = json.loads(text) if text else None
+    except ValueError:
+        return []
+    if not isinstance(pkg, dict):
+        return []
+    manager, install = _node_manager(root)
+    out = [("install", Candidate((install,), "node", _lockfile(root) or "package.json",
+                                 1, MANIFEST))]
+    script = (pkg.get("scripts") or {}).get("test", "")
+    if not isinstance(script, str) or not script or script == _NPM_DEFAULT_TEST:
+        return out
+    line = _line_of(text, '"test"')
+    deps = {**(pkg.get("devDependencies") or {}), **(pkg.get("dependencies") or {})}
+    direct = _node_direct(script, deps)
+    if direct:
+        out.append(("test", Candidate((direct[0],), "node", "package.json", line, MANIFEST,
+                                      direct[1], direct[2])))
+    out.append(("test", Candidate((f"{manager} test",), "node", "package.json", line,
+                                  MANIFEST, "tap" if "node --test" in script else "auto")))
+    return out
+
+
+def _lockfile(root: Path) -> str:
+    for name in ("pnpm-lock.yaml", "yarn.lock", "package-lock.json", "npm-shrinkwrap.json"):
+        if (root / name).is_file():
+            return name
+    return ""
+
+
+def _node_manager(root: Path) -> tuple[str, str]:
+    lock = _lockfile(root)
+    if lock == "pnpm-lock.yaml":
+        return "pnpm", "pnpm install --frozen-lockfile"
+    if lock == "yarn.lock":
+        return "yarn", "yarn install --frozen-lockfile"
+    if lock:
+        return "npm", "npm ci"
+    return "npm", "npm install"
+
+
+def _node_direct(script: str, deps: dict) -> tuple[str, str, str] | None:
+    """The test runner called directly with a per-test reporter, when the script is one."""
+    if script.startswith("node --test"):
+        return script.replace("node --test", "node --test --test-reporter=tap", 1), "tap", ""
+    if script.startswith("vitest") or ("vitest" in deps and script.startswith("vitest")):
+        return (f"npx vitest run --reporter=junit --outputFile={JUNIT_DIR}/junit.xml", "junit",
+                f"{JUNIT_DIR}/junit.xml")
+    if script.startswith("jest") and "jest-junit" in deps:
+        return (f"JEST_JUNIT_OUTPUT_DIR={JUNIT_DIR} npx jest --ci --reporters=default "
+                "--reporters=jest-junit", "junit", f"{JUNIT_DIR}/junit.xml")
+    if script.startswith("mocha"):
+        return "npx " + script + " --reporter tap", "tap", ""
+    return None
+
+
+def _rust(root: Path) -> list[tuple[str, Candidate]]:
+    if not (root / "Cargo.toml").is_file():
+        return []
+    line = _line_of(_read(root / "Cargo.toml"), "[package]") or 1
+    return [("install", Candidate(("cargo fetch",), "rust", "Cargo.toml", line, MANIFEST)),
+            ("test", Candidate(("cargo test --offline --no-fail-fast",), "rust", "Cargo.toml",
+                               line, MANIFEST, "cargo"))]
+
+
+def _go(root: Path) -> list[tuple[str, Candidate]]:
+    if not (root / "go.mod").is_file():
+        return []
+    return [("install", Candidate(("go mod download",), "go", "go.mod", 1, MANIFEST)),
+            ("test", Candidate(("go test -json ./...",), "go", "go.mod", 1, MANIFEST,
+                               "go-json"))]
+
+
+def _java(root: Path) -> list[tuple[str, Candidate]]:
+    if (root / "pom.xml").is_file():
+        mvn = "./mvnw" if (root / "mvnw").is_file() else "mvn"
+        return [("install", Candidate((f"{mvn} -B -q dependency:go-offline",), "java-maven",
+                                      "pom.xml", 1, MANIFEST)),
+                ("test", Candidate((f"{mvn} -B -o test",), "java-maven", "pom.xml", 1,
+                                   MANIFEST, "junit", "**/target/surefire-reports/TEST-*.xml"))]
+    gradle = next((n for n in ("build.gradle", "build.gradle.kts") if (root / n).is_file()), "")
+    if gradle:
+        cmd = "./gradlew" if (root / "gradlew").is_file() else "gradle"
+        return [("install", Candidate((f"{cmd} --no-daemon dependencies",), "java-gradle",
+                                      gradle, 1, MANIFEST)),
+                ("test", Candidate((f"{cmd} --no-daemon --offline test",), "java-gradle",
+                                   gradle, 1, MANIFEST, "junit", "**/build/test-results/**/*.xml"))]
+    return []
+
+
+def _cmake(root: Path) -> list[tuple[str, Candidate]]:
+    text = _read(root / "CMakeLists.txt")
+    if not text:
+        return []
+    line = _line_of(text, "enable_testing") or 1
+    return [("install", Candidate(("cmake -S . -B build", "cmake --build build -j2"), "cmake",
+                                  "CMakeLists.txt", 1, MANIFEST)),
+            ("test", Candidate(("ctest --test-dir build --output-on-failure",), "cmake",
+                               "CMakeLists.txt", line, MANIFEST, "ctest"))]
+
+
+def _make(root: Path) -> list[tuple[str, Candidate]]:
+    text = _read(root / "Makefile")
+    out = []
+    for target in ("test", "check"):
+        m = re.search(rf"^{target}\s*:", text, re.M)
+        if m:
+            out.append(("test", Candidate((f"make {target}",), "make", "Makefile",
+                                          text.count("\n", 0, m.start()) + 1, MANIFEST, "auto")))
+    return out

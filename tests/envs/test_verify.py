@@ -1,0 +1,220 @@
+"""Environments verified in the sandbox on small repositories built here, cached installs,
+task validation (FAIL_TO_PASS / PASS_TO_PASS and the drop reasons), and the spec schema."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import jsonschema
+import pytest
+from envs_helpers import git_repo, needs_bwrap, write_tree
+
+from codecorpus.envs import discover as disc
+from codecorpus.envs import sandbox as sb
+from codecorpus.envs import spec, verify
+
+pytestmark = needs_bwrap
+
+LIB = "def add(a, b):\n    return a - b\n"
+FIXED = "def add(a, b):\n    return a + b\n"
+UNITTESTS = ("import unittest\nfrom calc import add\n"
+             "class TestCalc(unittest.TestCase):\n"
+             "    def test_zero(self):\n        self.assertEqual(add(0, 0), 0)\n")
+TEST_PATCH = """--- a/tests/test_calc.py
++++ b/tests/test_calc.py
+@@ -3,3 +3,5 @@
+ class TestCalc(unittest.TestCase):
+     def test_zero(self):
+         self.assertEqual(add(0, 0), 0)
++    def test_add(self):
++        self.assertEqual(add(2, 3), 5)
+"""
+PATCH = """--- a/calc.py
++++ b/calc.py
+@@ -1,2 +1,2 @@
+ def add(a, b):
+-    return a - b
++    return a + b
+"""
+
+
+def _cfg(tmp_path, **kw) -> verify.VerifyConfig:
+    limits = sb.Limits(wall_seconds=120, processes=128, memory_bytes=1 << 30)
+    return verify.VerifyConfig(cache_dir=str(tmp_path / "cache"),
+                               sandbox=sb.SandboxConfig(limits=limits),
+                               install_limits=limits.model_copy(update={"wall_seconds": 300}),
+                               **kw)
+
+
+def test_unittest_repo_verified_and_cached(tmp_path):
+    repo = write_tree(tmp_path / "repo", {"calc.py": FIXED, "tests/test_calc.py": UNITTESTS})
+    cfg = _cfg(tmp_path)
+    env = verify.verify_environment(repo, cfg)
+    assert env.verified and env.reason is None
+    assert (env.parser, env.test) == ("unittest", disc.UNITTEST + " -s tests")
+    assert env.tests == {"test_calc.TestCalc.test_zero": "passed"}
+    assert [s.phase for s in env.steps].count("test") == 1 + cfg.runs  # root discovery ran none
+    assert not env.cached and env.install_seconds > 0
+    again = verify.verify_environment(repo, cfg)
+    assert again.cached and [s.phase for s in again.steps if s.phase == "install"] == []
+    assert again.cache_key == env.cache_key and again.tests == env.tests
+
+
+FLIP = ("import os, unittest\n"
+        "class F(unittest.TestCase):\n"
+        "    def test_flip(self):\n"
+        "        # passes on odd runs, fails on even ones: the count lives in the work tree\n"
+        "        n = int(open('count').read()) + 1 if os.path.exists('count') else 1\n"
+        "        open('count', 'w').write(str(n))\n"
+        "        self.assertEqual(n % 2, 1)\n")
+
+
+def test_ci_command_is_tried_first_and_its_line_recorded(tmp_path):
+    workflow = ("on: push\njobs:\n  t:\n    runs-on: ubuntu-latest\n    steps:\n"
+                "      - uses: actions/checkout@v4\n"
+                "      - run: python -m unittest discover -v -s tests -p 'check_*.py'\n")
+    repo = write_tree(tmp_path / "repo", {
+        ".github/workflows/ci.yml": workflow, "calc.py": FIXED,
+        "tests/check_calc.py": UNITTESTS})  # the convention's test*.py pattern finds nothing
+    cfg = _cfg(tmp_path)
+    env = verify.verify_environment(repo, cfg)
+    assert env.verified
+    assert env.test_source == (".github/workflows/ci.yml", 7)
+    assert env.tests == {"check_calc.TestCalc.test_zero": "passed"}
+    doc = spec.environment_spec(env, "x/calc", "HEAD", cfg.sandbox)
+    assert doc["provenance"]["test"] == {"file": ".github/workflows/ci.yml", "line": 7}
+
+
+def test_failing_and_flaky_suites_are_not_verified(tmp_path):
+    failing = write_tree(tmp_path / "failing", {"calc.py": LIB, "tests/test_calc.py": (
+        UNITTESTS.replace("add(0, 0), 0", "add(2, 3), 5"))})
+    env = verify.verify_environment(failing, _cfg(tmp_path))
+    assert (env.verified, env.reason) == (False, verify.NO_PASSING_TESTS)
+    flaky = write_tree(tmp_path / "flaky", {"tests/test_f.py": FLIP})
+    env = verify.verify_environment(flaky, _cfg(tmp_path))
+    assert (env.verified, env.reason) == (False, verify.FLAKY)
+
+
+def test_flaky_tests_are_listed_beside_stable_ones(tmp_path):
+    repo = write_tree(tmp_path / "repo", {"calc.py": FIXED, "tests/test_calc.py": UNITTESTS,
+                                          "tests/test_f.py": FLIP})
+    env = verify.verify_environment(repo, _cfg(tmp_path))
+    assert env.verified
+    assert env.tests == {"test_calc.TestCalc.test_zero": "passed"}
+    assert env.flaky == ["test_f.F.test_flip"]
+
+
+def test_task_validation_fail_to_pass(tmp_path):
+    repo = tmp_path / "repo"
+    base = git_repo(repo, {"calc.py": LIB, "tests/test_calc.py": UNITTESTS})
+    cfg = _cfg(tmp_path)
+    env = verify.verify_revision(repo, base, cfg)
+    assert env.verified
+    task = verify.validate_task(repo, base, PATCH, TEST_PATCH, env, cfg)
+    assert task.valid, [(s.command, s.output_tail[-400:]) for s in task.steps]
+    assert task.fail_to_pass == ["test_calc.TestCalc.test_add"]
+    assert task.pass_to_pass == ["test_calc.TestCalc.test_zero"]
+    # The repository itself is untouched: validation works in a fresh exported tree.
+    assert (repo / "calc.py").read_text() == LIB
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True,
+                            text=True, check=True).stdout
+    assert status == ""
+
+
+def test_task_drop_reasons(tmp_path):
+    repo = tmp_path / "repo"
+    base = git_repo(repo, {"calc.py": LIB, "tests/test_calc.py": UNITTESTS})
+    cfg = _cfg(tmp_path, runs=1)
+    env = verify.verify_revision(repo, base, cfg)
+    bad_patch = PATCH.replace("return a - b", "return a * b")
+    assert verify.validate_task(repo, base, bad_patch, TEST_PATCH, env, cfg).reason == \
+        verify.PATCH_DOES_NOT_APPLY
+    assert verify.validate_task(repo, base, PATCH, bad_patch, env, cfg).reason == \
+        verify.PATCH_DOES_NOT_APPLY
+    no_new_test = verify.validate_task(repo, base, PATCH, "", env, cfg)
+    assert no_new_test.reason == verify.NO_FAIL_TO_PASS
+    unverified = verify.Verification(False, verify.INSTALL_FAILED)
+    assert verify.validate_task(repo, base, PATCH, TEST_PATCH, unverified, cfg).reason == \
+        verify.NO_ENVIRONMENT
+
+
+def test_instances_validated_newest_first_within_the_cap(tmp_path):
+    repo = tmp_path / "repo"
+    base = git_repo(repo, {"calc.py": LIB, "tests/test_calc.py": UNITTESTS})
+    cfg = _cfg(tmp_path, runs=1)
+    env = verify.verify_revision(repo, base, cfg)
+    rows = [{"instance_id": f"x__calc-{i}", "repo": "x/calc", "base_commit": base,
+             "patch": PATCH, "test_patch": TEST_PATCH, "created_at": f"2024-01-0{i}"}
+            for i in (1, 2)]
+    kept, dropped = verify.validate_instances(repo, rows, env, cfg, max_per_repo=1)
+    assert [r["instance_id"] for r in kept] == ["x__calc-2"]
+    assert json.loads(kept[0]["FAIL_TO_PASS"]) == ["test_calc.TestCalc.test_add"]
+    assert json.loads(kept[0]["PASS_TO_PASS"]) == ["test_calc.TestCalc.test_zero"]
+    assert dropped == [("x__calc-1", verify.OVER_MAX_PER_REPO)]
+
+
+def test_spec_matches_the_shipped_schema(tmp_path):
+    repo = write_tree(tmp_path / "repo", {"calc.py": FIXED, "tests/test_calc.py": UNITTESTS})
+    cfg = _cfg(tmp_path)
+    env = verify.verify_environment(repo, cfg)
+    doc = spec.environment_spec(env, "example/calc", "abc123", cfg.sandbox)
+    jsonschema.Draft202012Validator.check_schema(spec.schema())
+    jsonschema.validate(doc, spec.schema())
+    path = spec.write_spec(doc, tmp_path / "envs")
+    assert path.name == f"example__calc@{env.dependency_hash[:12]}.json"
+    assert json.loads(path.read_text()) == doc
+    assert doc["test"]["selector_template"] == "python -m unittest -v {tests}"
+    broken = {**doc, "tests": {**doc["tests"], "passed": 0}}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, spec.schema())
+    docker = spec.render_dockerfile(doc).splitlines()
+    assert docker[1] == "FROM python:3.11-slim"  # the toolchain the spec was verified with
+    assert [ln for ln in docker if ln.startswith(("RUN", "CMD"))] == [
+        *(f"RUN {c}" for c in env.install),
+        f'CMD ["/bin/sh", "-c", "{env.test}"]']
+    with pytest.raises(ValueError, match="not verified"):
+        spec.environment_spec(verify.Verification(False, "flaky"), "x", "y", cfg.sandbox)
+
+
+@pytest.mark.skipif(not shutil.which("node"), reason="node is not installed")
+def test_node_test_repo(tmp_path):
+    repo = write_tree(tmp_path / "repo", {
+        "package.json": '{"name": "tiny", "version": "1.0.0",\n'
+                        ' "scripts": {"test": "node --test"}}\n',
+        "test/add.test.js": ("const test = require('node:test');\n"
+                             "const assert = require('node:assert');\n"
+                             "test('adds', () => assert.strictEqual(1 + 1, 2));\n"
+                             "test('suite', async (t) => { await t.test('inner', () => {}); });\n"),
+    })
+    env = verify.verify_environment(repo, _cfg(tmp_path))
+    assert env.verified, [(s.command, s.violation, s.output_tail[-300:]) for s in env.steps]
+    assert (env.toolchain, env.parser) == ("node", "tap")
+    assert env.tests == {"adds": "passed", "suite > inner": "passed"}
+
+
+def test_pytest_repo_with_a_real_dependency(tmp_path):
+    """pytest itself comes from the configured package index in the install phase."""
+    repo = write_tree(tmp_path / "repo", {
+        "pyproject.toml": (
+            '[build-system]\nrequires = ["setuptools>=61"]\n'
+            'build-backend = "setuptools.build_meta"\n\n'
+            '[project]\nname = "calc"\nversion = "0.1"\n\n'
+            '[project.optional-dependencies]\ntest = ["pytest"]\n'),
+        "calc.py": FIXED,
+        "tests/test_calc.py": ("import pytest\nfrom calc import add\n"
+                               "def test_add():\n    assert add(2, 3) == 5\n"
+                               "@pytest.mark.skip\ndef test_later():\n    pass\n")})
+    cfg = _cfg(tmp_path, max_installs=1)
+    env = verify.verify_environment(repo, cfg)
+    installs = [s for s in env.steps if s.phase == "install"]
+    if not env.verified and env.reason == verify.INSTALL_FAILED:
+        pytest.skip(f"no package index reachable: {installs[-1].output_tail[-300:]}")
+    assert env.verified, [(s.command, s.violation, s.output_tail[-300:]) for s in env.steps]
+    assert env.parser == "junit"
+    assert env.tests == {"tests.test_calc::test_add": "passed",
+                         "tests.test_calc::test_later": "skipped"}
+    assert verify.environment_dir(cfg, env) is not None
+    again = verify.verify_environment(repo, cfg)
+    assert again.cached and not [s for s in again.steps if s.phase == "install"]
