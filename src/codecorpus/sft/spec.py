@@ -10,13 +10,17 @@ rows_in = rows_out + dropped check); the task bodies are in ``sft/task.py``.
 from __future__ import annotations
 
 import functools
+import hashlib
+from pathlib import Path
 from typing import Any
 
 from codecorpus import schema
+from codecorpus.filters import decontam
 from codecorpus.filters.spec import with_driver_index
+from codecorpus.model import config_hash
 from codecorpus.pipeline import tasks
 from codecorpus.pipeline.spec import Job, StageRun, StageSpec
-from codecorpus.sft import dedup, examples, select, validate
+from codecorpus.sft import dedup, examples, ingest, select, validate
 from codecorpus.sft import task as sfttask
 from codecorpus.sft.config import (
     SftDedupConfig,
@@ -26,6 +30,7 @@ from codecorpus.sft.config import (
     SftSelectConfig,
     SftValidateConfig,
 )
+from codecorpus.sft.template import choose_template
 
 
 def ingest_jobs(run: StageRun) -> list[Job]:
@@ -83,18 +88,51 @@ def pack_phases(run: StageRun) -> list[dict[str, Any]]:
     return results
 
 
-def _parts(name: str) -> Any:
-    return functools.partial(sfttask.stage_hash_parts, name=name)
+def plan_traces(recipe: Any) -> tuple[list[list[ingest.TraceFile]], str]:
+    """The trace-file shards of an SFT recipe and the hash of that plan."""
+    shards = ingest.plan_shards(recipe.sources, recipe.stages.sft_ingest)
+    return shards, config_hash([ingest.plan_fingerprint(s) for s in shards])
 
 
-SFT_INGEST = StageSpec("sft_ingest", "source", SftIngestConfig, plan=sfttask.plan, source_jobs=ingest_jobs)
+def _file_digests(paths: tuple[str, ...] | list[str]) -> list[str]:
+    out = []
+    for p in paths:
+        try:
+            out.append(hashlib.sha256(Path(p).read_bytes()).hexdigest())
+        except OSError:
+            out.append(f"missing:{p}")
+    return out
+
+
+def select_parts(recipe: Any) -> list[Any]:
+    """The task-id files' and benchmark files' contents."""
+    cfg = recipe.stages.sft_select
+    bench = decontam.benchmark_fingerprint(cfg.decontam) if cfg.decontam is not None else None
+    return [_file_digests(cfg.decontam_task_ids), bench]
+
+
+def dedup_parts(recipe: Any) -> list[Any]:
+    return [recipe.seed]
+
+
+def render_parts(recipe: Any) -> list[Any]:
+    """The tokenizer, the chat template's bytes and the context length that splits traces."""
+    template = choose_template(recipe.stages.sft_render, recipe.tokenizer)
+    return [recipe.tokenizer, template.sha256, sfttask.sft_output(recipe).seq_len]
+
+
+def pack_parts(recipe: Any) -> list[Any]:
+    return [recipe.tokenizer, [o.model_dump(mode="json") for o in recipe.outputs]]
+
+
+SFT_INGEST = StageSpec("sft_ingest", "source", SftIngestConfig, plan=plan_traces, source_jobs=ingest_jobs)
 SFT_VALIDATE = StageSpec("sft_validate", "filter", SftValidateConfig, map_fn=validate_fn)
 SFT_SELECT = StageSpec(
-    "sft_select", "filter", SftSelectConfig, map_fn=with_driver_index(select.run), hash_parts=_parts("sft_select")
+    "sft_select", "filter", SftSelectConfig, map_fn=with_driver_index(select.run), hash_parts=select_parts
 )
-SFT_DEDUP = StageSpec("sft_dedup", "global", SftDedupConfig, phases=dedup_phases, hash_parts=_parts("sft_dedup"))
-SFT_RENDER = StageSpec("sft_render", "filter", SftRenderConfig, map_fn=render_fn, hash_parts=_parts("sft_render"))
+SFT_DEDUP = StageSpec("sft_dedup", "global", SftDedupConfig, phases=dedup_phases, hash_parts=dedup_parts)
+SFT_RENDER = StageSpec("sft_render", "filter", SftRenderConfig, map_fn=render_fn, hash_parts=render_parts)
 SFT_PACK = StageSpec(
-    "sft_pack", "sink", SftPackConfig, phases=pack_phases, hash_parts=_parts("sft_pack"),
+    "sft_pack", "sink", SftPackConfig, phases=pack_phases, hash_parts=pack_parts,
     output_dirs=("shards",), output_files=("manifest.json",),
 )

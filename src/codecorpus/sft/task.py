@@ -14,7 +14,6 @@ loss tokens, the mask switches and every selection setting.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections import Counter
 from pathlib import Path
@@ -28,10 +27,8 @@ from codecorpus.config import (
     Recipe,
     SftIngestConfig,
     TokenizerConfig,
-    config_hash,
     recipe_hash,
 )
-from codecorpus.filters import decontam
 from codecorpus.manifests import manifest as mf
 from codecorpus.manifests import megatron
 from codecorpus.packing.task import tokenizer_config_record
@@ -49,39 +46,6 @@ from codecorpus.sft.template import choose_template
 from codecorpus.stage import MapResult
 from codecorpus.storage.parquet import read_parquet
 from codecorpus.tokenize.tokenizer import load_tokenizer
-
-
-def plan(recipe: Recipe) -> tuple[list[list[sft_ingest.TraceFile]], str]:
-    """The trace-file shards of an SFT recipe and the hash of that plan."""
-    shards = sft_ingest.plan_shards(recipe.sources, recipe.stages.sft_ingest)
-    return shards, config_hash([sft_ingest.plan_fingerprint(s) for s in shards])
-
-
-def _file_digest(paths: tuple[str, ...] | list[str]) -> list[str]:
-    out = []
-    for p in paths:
-        try:
-            out.append(hashlib.sha256(Path(p).read_bytes()).hexdigest())
-        except OSError:
-            out.append(f"missing:{p}")
-    return out
-
-
-def stage_hash_parts(recipe: Recipe, name: str) -> list[Any]:
-    """What an SFT stage's output depends on beyond its own config (files' contents, tokenizer)."""
-    stages = recipe.stages
-    if name == "sft_select":
-        cfg = stages.sft_select
-        bench = decontam.benchmark_fingerprint(cfg.decontam) if cfg.decontam is not None else None
-        return [_file_digest(cfg.decontam_task_ids), bench]
-    if name == "sft_dedup":
-        return [recipe.seed]
-    if name == "sft_render":
-        template = choose_template(stages.sft_render, recipe.tokenizer)
-        return [recipe.tokenizer, template.sha256, sft_output(recipe).seq_len]
-    if name == "sft_pack":
-        return [recipe.tokenizer, [o.model_dump(mode="json") for o in recipe.outputs]]
-    return []
 
 
 def sft_output(recipe: Recipe) -> OutputSet:
