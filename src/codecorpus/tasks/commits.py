@@ -101,7 +101,7 @@ def walk_args(cfg: CommitsConfig) -> list[str]:
 
 
 def _epoch(when: dt.datetime) -> int:
-    return int((when if when.tzinfo else when.replace(tzinfo=dt.UTC)).timestamp())
+    return int((when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)).timestamp())
 
 
 def plan_slices(repositories: list[Repository], cfg: CommitsConfig, revision: str = "HEAD") -> list[CommitSlice]:
@@ -217,14 +217,23 @@ def _read_from(state: _Slice, shas: list[str], pos: int) -> Iterator[MapResult]:
             if state.full():
                 yield state.batch()
     except gitlog.LogFailed as err:
-        # git failed on the commit after the last record it wrote when it names that one, else on the
-        # last one it started (whose record may be cut short)
-        if pos > 0 and not (pos < len(shas) and shas[pos] in err.stderr):
+        # git may die before or after writing the failing commit's header (rename detection reads blobs
+        # before it): the last commit read is the culprit if it fails alone, else the next one is
+        if pos > 0 and _fails_alone(state, shas[pos - 1]):
             pos -= 1
             state.take_back()
         state.drop(shas[pos], "corrupt_object", err.stderr[:300])
         return pos + 1
     return pos
+
+
+def _fails_alone(state: _Slice, sha: str) -> bool:
+    try:
+        for _ in gitlog.stream_log(state.repo.gitdir, [sha], state.cfg.max_record_bytes):
+            pass
+    except gitlog.LogFailed:
+        return True
+    return False
 
 
 def _one_record(state: _Slice, record: bytes | gitlog.Oversized) -> None:
@@ -333,8 +342,8 @@ def _build_row(state: _Slice, raw: gitlog.RawCommit) -> dict[str, Any] | tuple[s
         C.SHA: raw.sha, C.PARENTS: raw.parents,
         C.AUTHOR_NAME: raw.author_name.decode("utf-8", "replace"),
         C.AUTHOR_EMAIL: raw.author_email.decode("utf-8", "replace"),
-        C.AUTHOR_DATE: dt.datetime.fromtimestamp(raw.author_time, dt.UTC),
-        C.COMMITTER_DATE: dt.datetime.fromtimestamp(raw.committer_time, dt.UTC),
+        C.AUTHOR_DATE: dt.datetime.fromtimestamp(raw.author_time, dt.timezone.utc),
+        C.COMMITTER_DATE: dt.datetime.fromtimestamp(raw.committer_time, dt.timezone.utc),
         C.SUBJECT: subject.strip(), C.BODY: body.strip("\n"), C.MESSAGE_ENCODING: encoding,
         C.FILES: files, C.LINES_ADDED: sum(f["added"] for f in files), C.LINES_DELETED: sum(f["deleted"] for f in files),
         C.DIFF: "".join(diffs), C.BEFORE: before, C.BEFORE_SKIPPED: skipped,

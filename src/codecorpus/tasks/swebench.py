@@ -59,7 +59,7 @@ def instance_id(repo: str, sha: str) -> str:
 
 def iso_utc(when: dt.datetime) -> str:
     """``2024-05-01T12:00:00Z`` (SWE-bench's created_at style)."""
-    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def added_text(patch: str) -> str:
@@ -100,7 +100,7 @@ def time_split(table: pa.Table, eval_after: dt.datetime | None) -> tuple[pa.Tabl
     """(train, eval) rows: committed after ``eval_after`` is evaluation (none without a date)."""
     if eval_after is None:
         return table, table.slice(0, 0)
-    cut = pa.scalar(eval_after.astimezone(dt.UTC), pa.timestamp("s", tz="UTC"))
+    cut = pa.scalar(eval_after.astimezone(dt.timezone.utc), pa.timestamp("s", tz="UTC"))
     late = pc.greater(table.column(C.COMMITTER_DATE), cut)
     return table.filter(pc.invert(late)), table.filter(late)
 
