@@ -404,11 +404,11 @@ def _before_images(
 ) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
     """Before-images of the changed code files (not added, not excluded), within the caps."""
     cfg = state.cfg
+    wanted = [(raw, f) for raw, f in zip(raws, files, strict=True)
+              if f["excluded"] is None and raw.old_oid != gitlog.ZERO_OID and f["status"] != "copy"]  # fmt: skip
+    blobs = state.objects.read_many([raw.old_oid for raw, _ in wanted], cfg.max_before_file_bytes)
     before, skipped, total = [], [], 0
-    for raw, f in zip(raws, files, strict=True):
-        if f["excluded"] is not None or raw.old_oid == gitlog.ZERO_OID or f["status"] == "copy":
-            continue
-        kind, data, size = state.objects.read(raw.old_oid, cfg.max_before_file_bytes)
+    for (_, f), (kind, data, size) in zip(wanted, blobs, strict=True):
         path = f["old_path"]
         if kind != "blob":
             skipped.append({"path": path, "reason": "missing"})

@@ -272,10 +272,26 @@ class ObjectReader:
 
     def read(self, name: str, cap: int) -> tuple[str, bytes | None, int]:
         """(type or "missing", content or None when larger than ``cap``, size)."""
+        return self.read_many([name], cap)[0]
+
+    def read_many(self, names: list[str], cap: int) -> list[tuple[str, bytes | None, int]]:
+        """:meth:`read` of several objects with one request write (one wake-up of git, not one each).
+
+        Requests go in groups small enough for the pipe buffer, so the write never waits on git
+        while git waits on us to read its answers.
+        """
         stdin, stdout = self.proc.stdin, self.proc.stdout
         assert stdin is not None and stdout is not None
-        stdin.write(name.encode() + b"\n")
-        stdin.flush()
+        out = []
+        for start in range(0, len(names), 256):
+            group = names[start : start + 256]
+            stdin.write(b"".join(n.encode() + b"\n" for n in group))
+            stdin.flush()
+            out += [self._answer(stdout, cap) for _ in group]
+        return out
+
+    @staticmethod
+    def _answer(stdout: BinaryIO, cap: int) -> tuple[str, bytes | None, int]:
         header = stdout.readline().split()
         if len(header) != 3:
             return "missing", None, 0
