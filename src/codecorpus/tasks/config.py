@@ -26,8 +26,12 @@ class CommitsConfig(Model):
     """The commits source: one streamed ``git log`` walk per repository slice."""
 
     first_parent: bool = Field(True, description="walk the first-parent chain only (the mainline's changes)")
-    since: dt.datetime | None = Field(None, description="only commits committed at or after this time")
-    until: dt.datetime | None = Field(None, description="only commits committed at or before this time")
+    since: dt.datetime | None = Field(
+        None, description="only commits committed at or after this time (git's --since; no timezone: UTC)"
+    )
+    until: dt.datetime | None = Field(
+        None, description="only commits committed at or before this time (git's --until; no timezone: UTC)"
+    )
     max_commits_per_repo: int | None = Field(None, gt=0, description="newest commits kept per repository")
     commits_per_slice: int = Field(
         5000, gt=0, description="commits per task: a long history is cut into slices of the walk, one task each"
