@@ -236,3 +236,29 @@ def test_own_history_funnel(tmp_path):
     assert cands.table.num_rows + cands.dropped.num_rows == deduped.table.num_rows
     for rec in swebench.task_records(cands.table, TaskSetConfig())[0]:
         assert swebench.check_instance(rec) == []
+
+
+def test_evaluation_patches_decontaminate_a_pretraining_shard(task_table, tmp_path):
+    from codecorpus.config import BenchmarkFile, DecontamConfig, FiltersConfig
+    from codecorpus.filters import decontam
+    from codecorpus.filters import stage as pretraining_filters
+
+    cut = dt.datetime(2024, 1, 19, tzinfo=dt.timezone.utc)
+    eval_file = swebench.write_task_files(task_table, TaskSetConfig(eval_after=cut), tmp_path)["eval"]
+    bench = BenchmarkFile(name="repo-tasks-eval", path=str(eval_file), text_fields=(swebench.ADDED_TEXT,),
+                          id_field="instance_id")  # fmt: skip
+    cfg = FiltersConfig(decontam=DecontamConfig(humaneval=False, files=(bench,)), redact=None)
+    pasted = "import math\n\n\ndef safe_root(x):\n    if x < 0:\n        raise ValueError(x)\n    return math.sqrt(x)\n"
+    clean = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"
+    texts = [pasted, clean]
+    docs = pa.table({
+        schema.ID: ["pasted", "clean"], schema.SOURCE: ["s"] * 2, schema.REPO: ["r"] * 2,
+        schema.PATH: ["a.py", "b.py"], schema.REVISION: ["v"] * 2, schema.LICENSE: ["MIT"] * 2,
+        schema.LANG: ["Python"] * 2, schema.KIND: ["code"] * 2, schema.TEXT: texts,
+        schema.BYTES: [len(t) for t in texts], schema.CONTENT_HASH: [schema.content_hash(t.encode()) for t in texts],
+        schema.ENCODING: ["utf-8"] * 2,
+    }, schema=schema.DOC_SCHEMA)  # fmt: skip
+    result = pretraining_filters.run(docs, cfg=cfg, index=decontam.build_index(cfg.decontam))
+    assert result.table.column(schema.ID).to_pylist() == ["clean"]
+    assert result.dropped.column("reason").to_pylist() == ["decontaminated"]
+    assert result.dropped.column("detail")[0].as_py().startswith("repo-tasks-eval:acme__proj-")
