@@ -49,10 +49,13 @@ from codecorpus.langid import languages
 from codecorpus.stage import MapResult
 from codecorpus.tasks import columns as C
 from codecorpus.tasks import gitlog
+from codecorpus.tasks.candidates import file_sections
 from codecorpus.tasks.config import CommitsConfig
 
 STAGE = "commits"
 _LICENSE_BLOB_CAP = 200_000
+_CONTENT_SNIFF_CHARS = 16_384  # of a file's diff, for ingest's generated/minified markers
+_BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
 _EXCLUDED_ONLY = {
     "binary": "binary_only", "vendored": "vendored_only", "lockfile": "lockfile_only",
     "protobuf_generated": "generated_only", "minified": "generated_only", "generated": "generated_only",
@@ -321,15 +324,11 @@ def _build_row(state: _Slice, raw: gitlog.RawCommit) -> dict[str, Any] | tuple[s
     paths = _decode_paths(raw.files, cfg.min_encoding_evidence)
     if paths is None:
         return "undecodable_path", "non-UTF-8 path bytes, too little evidence for an encoding"
-    sections = gitlog.patch_sections(raw.patch)
-    if len(sections) != len(raw.files):
-        return "unparsable", f"{len(sections)} patch sections for {len(raw.files)} files"
-    diffs = []
-    for section in sections:
-        text, _, _ = exclusions.decode(section, cfg.min_encoding_evidence)
-        if text is None:
-            return "undecodable_diff", "a file's diff is not UTF-8 and no encoding was detected"
-        diffs.append(text)
+    diffs = _decode_diff(raw.patch, cfg.min_encoding_evidence)
+    if isinstance(diffs, tuple):
+        return diffs
+    if len(diffs) != len(raw.files):
+        return "unparsable", f"{len(diffs)} patch sections for {len(raw.files)} files"
     files = [_file_entry(state, f, paths, d) for f, d in zip(raw.files, diffs, strict=True)]
     reason = _excluded_only(files)
     if reason:
@@ -348,6 +347,32 @@ def _build_row(state: _Slice, raw: gitlog.RawCommit) -> dict[str, Any] | tuple[s
         C.FILES: files, C.LINES_ADDED: sum(f["added"] for f in files), C.LINES_DELETED: sum(f["deleted"] for f in files),
         C.DIFF: "".join(diffs), C.BEFORE: before, C.BEFORE_SKIPPED: skipped,
     }  # fmt: skip
+
+
+def decode_text(data: bytes, min_evidence: int) -> str | None:
+    """UTF-8 text without ingest's detection when it is plainly UTF-8 (no BOM, no NUL), else ingest's decode."""
+    if not data.startswith(_BOMS) and b"\x00" not in data[: exclusions.BINARY_SNIFF_BYTES]:
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+    return exclusions.decode(data, min_evidence)[0]
+
+
+def _decode_diff(patch: bytes, min_evidence: int) -> list[str] | tuple[str, str]:
+    """Each file's diff as text: the whole patch at once when it is UTF-8, else file by file
+    (a diff may mix files in different encodings)."""
+    try:
+        return file_sections(patch.decode("utf-8"))
+    except UnicodeDecodeError:
+        pass
+    out = []
+    for section in gitlog.patch_sections(patch):
+        text = exclusions.decode(section, min_evidence)[0]
+        if text is None:
+            return "undecodable_diff", "a file's diff is not UTF-8 and no encoding was detected"
+        out.append(text)
+    return out
 
 
 def file_language(path: str) -> str:
@@ -378,7 +403,8 @@ def _file_exclusion(state: _Slice, f: gitlog.RawFile, path: str, diff: str) -> s
     reason = exclusions.path_exclusion(path, state.vendored, True)
     if reason:
         return reason
-    added = "\n".join(line[1:] for line in diff.splitlines()[:200] if line.startswith("+") and not line.startswith("+++"))
+    head = diff[:_CONTENT_SNIFF_CHARS].split("\n")
+    added = "\n".join(line[1:] for line in head if line.startswith("+") and not line.startswith("+++"))
     found = exclusions.content_exclusion(added, True)
     return found[0] if found else None
 
@@ -417,7 +443,7 @@ def _before_images(
         elif total + size > cfg.max_before_bytes:
             skipped.append({"path": path, "reason": "commit_cap"})
         else:
-            text, _, _ = exclusions.decode(data, cfg.min_encoding_evidence)
+            text = decode_text(data, cfg.min_encoding_evidence)
             if text is None:
                 skipped.append({"path": path, "reason": "undecodable"})
             else:
