@@ -403,9 +403,9 @@ def _file_exclusion(state: _Slice, f: gitlog.RawFile, path: str, diff: str) -> s
     reason = exclusions.path_exclusion(path, state.vendored, True)
     if reason:
         return reason
-    head = diff[:_CONTENT_SNIFF_CHARS].split("\n")
-    added = "\n".join(line[1:] for line in head if line.startswith("+") and not line.startswith("+++"))
-    found = exclusions.content_exclusion(added, True)
+    # the head of the file's diff holds its first lines when they changed (a marker sits there) and a
+    # bundle's long lines either way; the diff's "+"/" " prefixes only make it look less indented
+    found = exclusions.content_exclusion(diff[:_CONTENT_SNIFF_CHARS], True)
     return found[0] if found else None
 
 
