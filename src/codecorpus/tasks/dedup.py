@@ -131,14 +131,13 @@ def cluster(table: pa.Table, sig: np.ndarray | None, cfg: CommitDedupConfig) -> 
     if cfg.near and sig is not None:
         edges.append(near_edges(sig, cfg))
     root = connected_components(n, edges)
-    rank = keep_order(table, cfg.keep_policy)
-    keeper = np.arange(n)
-    best: dict[int, int] = {}
-    for i in np.argsort(rank, kind="stable").tolist():
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    best: dict[int, int] = {}  # component root -> its member ranked first by the keep policy
+    for i in np.argsort(keep_order(table, cfg.keep_policy), kind="stable").tolist():
         best.setdefault(int(root[i]), i)
-    keeper = np.array([best[int(r)] for r in root], np.int64) if n else keeper
-    sizes = np.bincount(root, minlength=n)[root] if n else np.zeros(0, np.int64)
-    return keeper, sizes
+    keeper = np.array([best[int(r)] for r in root], np.int64)
+    return keeper, np.bincount(root, minlength=n)[root]
 
 
 def run(table: pa.Table, cfg: CommitDedupConfig) -> MapResult:
