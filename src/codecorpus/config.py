@@ -59,6 +59,14 @@ from codecorpus.sft.config import (
     SftValidateConfig,
     TracesSource,
 )
+from codecorpus.tasks.config import (
+    CommitDedupConfig,
+    CommitFiltersConfig,
+    CommitsConfig,
+    EditSetConfig,
+    TaskCandidatesConfig,
+    TaskSetConfig,
+)
 from codecorpus.tokenize.config import (
     FimConfig,
     TokenizeConfig,
@@ -69,7 +77,9 @@ from codecorpus.tokenize.config import (
 STAGE_ORDER = ("ingest", "langid", "filters", "dedup", "tokenize", "pack")
 # SFT / agent-trace pipeline (issue 8): its own chain of stages, after the pretraining ones
 SFT_STAGE_ORDER = ("sft_ingest", "sft_validate", "sft_select", "sft_dedup", "sft_render", "sft_pack")
-STAGE_ORDER = STAGE_ORDER + SFT_STAGE_ORDER
+# repository history -> tasks: its own chain; the edit set is rendered and packed by the SFT stages
+TASKS_STAGE_ORDER = ("commits", "commit_filters", "commit_dedup", "task_candidates", "edit_set", "task_files")
+STAGE_ORDER = STAGE_ORDER + SFT_STAGE_ORDER + TASKS_STAGE_ORDER
 
 
 Source = Annotated[
@@ -102,6 +112,13 @@ class StagesConfig(Model):
     sft_dedup: SftDedupConfig | None = None
     sft_render: SftRenderConfig | None = None
     sft_pack: SftPackConfig | None = None
+    # repository-history stages (``tasks/spec.py``)
+    commits: CommitsConfig | None = None
+    commit_filters: CommitFiltersConfig | None = None
+    commit_dedup: CommitDedupConfig | None = None
+    task_candidates: TaskCandidatesConfig | None = None
+    edit_set: EditSetConfig | None = None
+    task_files: TaskSetConfig | None = None
 
     @model_validator(mode="after")
     def _user_stages(self) -> StagesConfig:
@@ -190,6 +207,8 @@ class Recipe(Model):
         _check_user_stages(self)
         if self.stages.sft_ingest is not None or any(isinstance(s, TracesSource) for s in self.sources):
             _check_sft_recipe(self)
+        elif self.stages.commits is not None:
+            _check_tasks_recipe(self)
         elif self.stages.ingest is None:
             raise ValueError("stages.ingest is required: every pipeline starts by ingesting")
         if self.stages.tokenize is not None and self.tokenizer is None:
@@ -225,10 +244,29 @@ def _check_sft_recipe(recipe: Recipe) -> None:
     for stage, needs in (("sft_render", "sft_validate"), ("sft_pack", "sft_render")):
         if getattr(stages, stage) is not None and getattr(stages, needs) is None:
             raise ValueError(f"stages.{stage} needs stages.{needs} before it")
-    if stages.sft_render is not None and recipe.tokenizer is None:
+    _check_sft_recipe_output(recipe)
+
+
+def _check_tasks_recipe(recipe: Recipe) -> None:
+    """A repository-history recipe: git sources, and an edit set rendered before it is packed."""
+    stages = recipe.stages
+    if any(not isinstance(s, GitSource) for s in recipe.sources):
+        raise ValueError("a repository-history recipe (stages.commits) takes only `type: git` sources")
+    other = [n for n in stages.enabled() if n not in (*TASKS_STAGE_ORDER, "sft_render", "sft_pack")]
+    if other:
+        raise ValueError(f"stages {other} do not run on commits: a stages.commits recipe runs "
+                         f"{list(TASKS_STAGE_ORDER)} and sft_render / sft_pack for the edit set")
+    for stage, needs in (("sft_render", "edit_set"), ("sft_pack", "sft_render")):
+        if getattr(stages, stage) is not None and getattr(stages, needs) is None:
+            raise ValueError(f"stages.{stage} needs stages.{needs} before it")
+    _check_sft_recipe_output(recipe)
+
+
+def _check_sft_recipe_output(recipe: Recipe) -> None:
+    if recipe.stages.sft_render is not None and recipe.tokenizer is None:
         raise ValueError("stages.sft_render needs a tokenizer: add a `tokenizer:` section")
     sft_sets = [o for o in recipe.outputs if o.kind == "sft"]
-    if stages.sft_render is not None and (len(sft_sets) != 1 or len(recipe.outputs) != 1):
+    if recipe.stages.sft_render is not None and (len(sft_sets) != 1 or len(recipe.outputs) != 1):
         raise ValueError(
             "an SFT recipe needs exactly one output `{name: sft, kind: sft, seq_len: N}`: "
             "its seq_len bounds every example and splits longer traces"

@@ -355,8 +355,11 @@ def write_manifest(path: Path | str, manifest: dict[str, Any]) -> None:
     atomic_write_bytes(path, manifest_bytes(manifest))
 
 
-def build_run_manifest(run_dir: Path | str, set_manifest_paths: list[Path]) -> dict[str, Any]:
-    """The run manifest: every set by name, with its manifest's path, sha256 and totals."""
+def build_run_manifest(
+    run_dir: Path | str, set_manifest_paths: list[Path], files: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The run manifest: every set by name, with its manifest's path, sha256 and totals; and
+    ``files``, other outputs by name (``{path, sha256, bytes, records}``, e.g. JSONL task files)."""
     run_dir = Path(run_dir).resolve()
     sets: dict[str, Any] = {}
     for path in sorted(Path(p).resolve() for p in set_manifest_paths):
@@ -377,6 +380,7 @@ def build_run_manifest(run_dir: Path | str, set_manifest_paths: list[Path]) -> d
         "kind": schema.RUN_MANIFEST_KIND,
         "codecorpus_version": codecorpus_version(),
         "sets": sets,
+        **({"files": dict(sorted(files.items()))} if files else {}),
     }
 
 
@@ -609,6 +613,26 @@ def verify_run(run_manifest_path: Path | str) -> list[str]:
                 f"{path.name}: sets.{name}.totals: expected {set_m.get('totals')} ({entry['path']}), found {entry.get('totals')}"
             )
         problems += [f"set {name}: {p}" for p in verify_set(set_path)]
+    for name, entry in sorted(m.get("files", {}).items()):
+        problems += _listed_file_problems(path.parent, name, entry)
+    return problems
+
+
+def _listed_file_problems(root: Path, name: str, entry: dict[str, Any]) -> list[str]:
+    """A file the run manifest lists: present, same sha256 and bytes, same count of JSON lines."""
+    target = root / entry["path"]
+    if not target.is_file():
+        return [f"{schema.MANIFEST_NAME}: files.{name}: {entry['path']} is missing"]
+    problems = []
+    if (digest := sha256_file(target)) != entry["sha256"]:
+        problems.append(f"{entry['path']}: sha256: expected {entry['sha256']} (run manifest), found {digest}")
+    if (size := target.stat().st_size) != entry["bytes"]:
+        problems.append(f"{entry['path']}: bytes: expected {entry['bytes']} (run manifest), found {size}")
+    if "records" in entry:
+        with target.open("rb") as f:
+            lines = sum(1 for _ in f)
+        if lines != entry["records"]:
+            problems.append(f"{entry['path']}: records: expected {entry['records']} (run manifest), found {lines}")
     return problems
 
 

@@ -26,16 +26,30 @@ from codecorpus.sft.spec import (
     SFT_SELECT,
     SFT_VALIDATE,
 )
+from codecorpus.tasks.spec import (
+    COMMIT_DEDUP,
+    COMMIT_FILTERS,
+    COMMITS,
+    EDIT_SET,
+    TASK_CANDIDATES,
+    TASK_FILES,
+)
 from codecorpus.tokenize.spec import TOKENIZE
 
 PRETRAIN: Pipeline = (INGEST, LANGID, FILTERS, DEDUP, TOKENIZE, PACK)
 SFT: Pipeline = (SFT_INGEST, SFT_VALIDATE, SFT_SELECT, SFT_DEDUP, SFT_RENDER, SFT_PACK)
-PIPELINES: dict[str, Pipeline] = {"pretrain": PRETRAIN, "sft": SFT}
+REPO_TASKS: Pipeline = (
+    COMMITS, COMMIT_FILTERS, COMMIT_DEDUP, TASK_CANDIDATES, EDIT_SET, SFT_RENDER, SFT_PACK, TASK_FILES,
+)
+PIPELINES: dict[str, Pipeline] = {"pretrain": PRETRAIN, "sft": SFT, "repo_tasks": REPO_TASKS}
 
 
 def pipeline_of(recipe: Any) -> Pipeline:
-    """The pipeline a recipe runs: SFT when it ingests traces, else pretraining."""
-    return SFT if recipe.stages.sft_ingest is not None else PRETRAIN
+    """The pipeline a recipe runs: SFT when it ingests traces, repository tasks when it mines
+    commits, else pretraining."""
+    if recipe.stages.sft_ingest is not None:
+        return SFT
+    return REPO_TASKS if recipe.stages.commits is not None else PRETRAIN
 
 
 def enabled_specs(recipe: Any) -> list[StageSpec]:

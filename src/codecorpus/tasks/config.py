@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from codecorpus.config import Model
+from codecorpus.model import Model
 
 BOT_AUTHORS = (
     r"\[bot\]", r"\bdependabot", r"\brenovate", r"\bgithub-actions", r"\bgreenkeeper", r"\bsnyk-bot",
@@ -95,6 +95,7 @@ class CommitDedupConfig(Model):
     num_perm: int = Field(128, ge=2, le=4096, description="MinHash permutations")
     threshold: float = Field(0.85, gt=0, lt=1, description="estimated Jaccard that makes a near-duplicate")
     seed: int = Field(42, description="MinHash seed")
+    buckets: int = Field(4, ge=1, le=4096, description="hash buckets the keys are shuffled into (one task each)")
     keep_policy: tuple[Literal["license", "oldest", "repo", "sha"], ...] = Field(
         ("license", "oldest", "repo", "sha"),
         description="order that picks a cluster's keeper: permissive license first, then the oldest commit "

@@ -17,14 +17,23 @@ commit, i.e. the original rather than the cherry-pick, then repository and sha
 names) and drops the others as ``duplicate_exact`` (same patch id as the
 keeper) or ``duplicate_near``, with ``dup_of`` naming the keeper.
 
-Phases: patch ids and signatures are per shard (:func:`add_patch_ids`,
-:func:`signatures`); clustering needs only the small key columns and the band
-keys of every row (:func:`cluster`), the same shape as pretraining dedup, so
-the runtime can shuffle band keys by hash bucket exactly as it does there.
+:func:`run` does it all on one table. Across shards it runs as phases
+(``tasks/spec.py``), each correct for any number of shards:
+
+    keys (per shard)       patch id and band keys of every commit, routed by hash(key) % buckets
+    groups (per bucket)    keys shared by several commits -> (id, group root) member rows
+    clusters (one task)    connected components and keepers, routed to each member's shard
+    apply (per shard)      drop the non-keepers, add patch_id / dup_cluster / dup_cluster_size
+
+Only ``clusters`` sees rows of every shard, and only of commits that share a key
+with another one (duplicates): one small record (id, shard, patch id, license,
+date, repository, sha; about 200 bytes) per such member, so a million duplicated
+commits are about 200 MB.
 """
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 
 import numpy as np
@@ -157,5 +166,127 @@ def run(table: pa.Table, cfg: CommitDedupConfig) -> MapResult:
         out.take(pa.array(gone, pa.int64())), STAGE, reasons,
         dup_of=[ids[keeper[i]] for i in gone.tolist()],
         detail=[f"patch-id {pids[i]}" for i in gone.tolist()],
+    )
+    return MapResult(out.take(pa.array(kept, pa.int64())), dropped)
+
+
+# --- the phases across shards ----------------------------------------------------------
+
+KEY = "key"
+ROOT = "root"
+SHARD = "shard"
+KEEPER = "keeper"
+REASON = "reason"
+MEMBER_COLUMNS = (schema.ID, C.PATCH_ID, schema.LICENSE, C.COMMITTER_DATE, schema.REPO, C.SHA)
+"""What the clusters phase needs of a member: its id, patch id and the keep policy's keys."""
+
+
+def bucket_of(key: bytes, buckets: int) -> int:
+    """Stable bucket of a key (the same on every worker and every run)."""
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little") % buckets
+
+
+def row_keys(table: pa.Table, cfg: CommitDedupConfig) -> list[list[bytes]]:
+    """The dedup keys of every row: ``x`` + its patch id, ``n`` + each LSH band key of its diff."""
+    keys: list[list[bytes]] = [[] for _ in range(table.num_rows)]
+    if cfg.exact:
+        for i, pid in enumerate(table.column(C.PATCH_ID).to_pylist()):
+            keys[i].append(b"x" + pid.encode())
+    if cfg.near and table.num_rows:
+        sig = signatures(table, cfg)
+        bands, rows = lsh.optimal_params(cfg.threshold, cfg.num_perm)
+        nonempty = np.flatnonzero(~(sig == minhash.EMPTY).all(axis=1))
+        for band in range(bands):
+            band_keys, _ = lsh.band_keys(sig[nonempty], band, rows)
+            for i, key in zip(nonempty.tolist(), band_keys.to_pylist(), strict=True):
+                keys[i].append(b"n" + key)
+    return keys
+
+
+def scatter_keys(table: pa.Table, shard: int, cfg: CommitDedupConfig, buckets: int) -> dict[int, pa.Table]:
+    """Phase ``keys``: every (key, member) routed to its bucket; partition ``buckets`` keeps the
+    shard's own patch ids for ``apply`` (so git patch-id runs once per commit)."""
+    table = add_patch_ids(table)
+    members = table.select(list(MEMBER_COLUMNS))
+    rows: list[list[int]] = [[] for _ in range(buckets)]
+    keys: list[list[bytes]] = [[] for _ in range(buckets)]
+    for i, row_key in enumerate(row_keys(table, cfg)):
+        for key in row_key:
+            b = bucket_of(key, buckets)
+            rows[b].append(i)
+            keys[b].append(key)
+    out = {}
+    for b in range(buckets):
+        part = members.take(pa.array(rows[b], pa.int64()))
+        part = part.append_column(KEY, pa.array(keys[b], pa.binary()))
+        out[b] = part.append_column(SHARD, pa.array([shard] * len(rows[b]), pa.int32()))
+    out[buckets] = table.select([schema.ID, C.PATCH_ID])
+    return out
+
+
+def group_keys(table: pa.Table) -> dict[int, pa.Table]:
+    """Phase ``groups``: the members of every key held by two or more commits, each with the
+    group's root (its smallest id); one partition, for the clusters task."""
+    table = table.sort_by([(KEY, "ascending"), (schema.ID, "ascending")])
+    keys, ids = table.column(KEY).to_pylist(), table.column(schema.ID).to_pylist()
+    take, roots = [], []
+    start = 0
+    for end in range(1, len(keys) + 1):
+        if end < len(keys) and keys[end] == keys[start]:
+            continue
+        if len(set(ids[start:end])) > 1:
+            take += range(start, end)
+            roots += [ids[start]] * (end - start)
+        start = end
+    out = table.take(pa.array(take, pa.int64())).drop_columns([KEY])
+    return {0: out.append_column(ROOT, pa.array(roots, pa.string()))}
+
+
+def decide_clusters(table: pa.Table, cfg: CommitDedupConfig, n_shards: int) -> dict[int, pa.Table]:
+    """Phase ``clusters`` (one task, duplicates only): components of the shared keys, the keep
+    policy's keeper of each, and per member its keeper, cluster size and drop reason, routed
+    to the member's shard."""
+    ids = sorted(set(table.column(schema.ID).to_pylist()))
+    index = {doc: i for i, doc in enumerate(ids)}
+    u = np.array([index[d] for d in table.column(schema.ID).to_pylist()], np.int64)
+    v = np.array([index[d] for d in table.column(ROOT).to_pylist()], np.int64)
+    root = connected_components(len(ids), [(u, v)])
+    first = pc.index_in(pa.array(ids, pa.string()), table.column(schema.ID)).to_numpy()
+    members = table.take(pa.array(first, pa.int64()))  # one row per member, in ``ids`` order
+    best: dict[int, int] = {}
+    for i in np.argsort(keep_order(members, cfg.keep_policy), kind="stable").tolist():
+        best.setdefault(int(root[i]), i)
+    keeper = [best[int(r)] for r in root]
+    sizes = np.bincount(root, minlength=len(ids))[root] if ids else np.zeros(0, np.int64)
+    pids = members.column(C.PATCH_ID).to_pylist()
+    reasons = [None if k == i else "duplicate_exact" if pids[i] == pids[k] else "duplicate_near"
+               for i, k in enumerate(keeper)]  # fmt: skip
+    decided = pa.table({
+        schema.ID: pa.array(ids, pa.string()),
+        KEEPER: pa.array([ids[k] for k in keeper], pa.string()),
+        C.DUP_CLUSTER_SIZE: pa.array(sizes.tolist(), pa.int32()),
+        REASON: pa.array(reasons, pa.string()),
+        C.PATCH_ID: pa.array([pids[k] for k in keeper], pa.string()),
+    })  # fmt: skip
+    shard = members.column(SHARD).to_numpy()
+    return {s: decided.filter(pa.array(shard == s)) for s in range(n_shards)}
+
+
+def apply_clusters(table: pa.Table, own: pa.Table, decided: pa.Table) -> MapResult:
+    """Phase ``apply``: the shard's kept commits with the dedup columns; the others dropped."""
+    if not own.column(schema.ID).equals(table.column(schema.ID)):
+        raise ValueError("commit_dedup: the keys phase's patch ids are not of this shard's rows")
+    ids = table.column(schema.ID).to_pylist()
+    pids = own.column(C.PATCH_ID).to_pylist()
+    found = {r[schema.ID]: r for r in decided.to_pylist()}
+    keeper = [found[d][KEEPER] if d in found else d for d in ids]
+    out = C.with_column(table, C.PATCH_ID, pids)
+    out = C.with_column(out, C.DUP_CLUSTER, keeper)
+    out = C.with_column(out, C.DUP_CLUSTER_SIZE, [found[d][C.DUP_CLUSTER_SIZE] if d in found else 1 for d in ids])
+    gone = [i for i, d in enumerate(ids) if d in found and found[d][REASON] is not None]
+    kept = [i for i, d in enumerate(ids) if not (d in found and found[d][REASON] is not None)]
+    dropped = schema.drops_from_rows(
+        out.take(pa.array(gone, pa.int64())), STAGE, [found[ids[i]][REASON] for i in gone],
+        dup_of=[keeper[i] for i in gone], detail=[f"patch-id {pids[i]}" for i in gone],
     )
     return MapResult(out.take(pa.array(kept, pa.int64())), dropped)

@@ -16,11 +16,13 @@ repository is read here. Drops: ``before_missing`` (a changed file's
 before-image was over the commits cap, so the prompt would be incomplete),
 ``no_code_change`` (only excluded files changed), ``patch_mismatch`` (a hunk
 does not apply to its before-image: a broken invariant of the commits row,
-counted rather than raised).
+counted rather than raised); in the pipeline (:func:`run_training`) also
+``eval_holdout``: committed after ``eval_after``, so kept out of training.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from typing import Any
@@ -33,7 +35,7 @@ from codecorpus.stage import MapResult
 from codecorpus.tasks import columns as C
 from codecorpus.tasks.candidates import file_sections
 from codecorpus.tasks.config import EditSetConfig
-from codecorpus.tasks.swebench import instance_id
+from codecorpus.tasks.swebench import instance_id, time_split
 
 STAGE = "edit_set"
 FORMAT = "edit"
@@ -198,3 +200,12 @@ def run(table: pa.Table, cfg: EditSetConfig) -> MapResult:
         detail=[d[2] for d in drops],
     )
     return MapResult(out, dropped)
+
+
+def run_training(table: pa.Table, cfg: EditSetConfig, eval_after: dt.datetime | None) -> MapResult:
+    """:func:`run` on the commits up to ``eval_after``; later ones are evaluation tasks, so they
+    are dropped as ``eval_holdout`` and never become training examples."""
+    train, held = time_split(table, eval_after)
+    result = run(train, cfg)
+    holdout = schema.drops_from_rows(held, STAGE, "eval_holdout", detail=[f"committed after {eval_after}"] * held.num_rows)
+    return MapResult(result.table, pa.concat_tables([result.dropped, holdout]), result.counters)

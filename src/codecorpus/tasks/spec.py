@@ -1,0 +1,190 @@
+"""The repository-history stages, declared (the pipeline: ``REPO_TASKS`` in ``pipeline/pipelines.py``)::
+
+    commits (source: one task per slice of a repository's history)
+      -> commit_filters (filter) -> commit_dedup (keys -> groups -> clusters -> apply)
+      -> task_candidates (filter)
+      -> edit_set (filter, reads commit_dedup) -> sft_render -> sft_pack   the editing SFT set
+      -> task_files (sink, reads task_candidates)    tasks/tasks.jsonl, tasks/tasks-eval.jsonl, manifest.json
+
+The edit set is made of every deduplicated commit (CommitPackFT's shape), the task
+files of the candidates (a commit changing tests and code); both keep the time split:
+a commit after ``task_files.eval_after`` is an evaluation task and never a training
+example. The repositories come from the recipe's ``type: git`` sources, found as
+ingest finds them: a repository, a folder searched for repositories, or a list file.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+from codecorpus import schema
+from codecorpus.config import GitSource
+from codecorpus.ingest import git
+from codecorpus.manifests import manifest as mf
+from codecorpus.model import RecipeError, config_hash
+from codecorpus.pipeline import tasks
+from codecorpus.pipeline.spec import Job, StageRun, StageSpec
+from codecorpus.tasks import candidates, dedup, edits, filters
+from codecorpus.tasks import task as ttask
+from codecorpus.tasks.commits import CommitSlice, GitError, Repository, plan_slices
+from codecorpus.tasks.config import (
+    CommitDedupConfig,
+    CommitFiltersConfig,
+    CommitsConfig,
+    EditSetConfig,
+    TaskCandidatesConfig,
+    TaskSetConfig,
+)
+
+Shard = CommitSlice | ttask.RepositoryProblem
+
+
+# --- commits: the plan ---------------------------------------------------------------------
+
+
+def _listed(src: GitSource) -> list[git.Found]:
+    form = git.source_form(src)
+    found = git.find_repositories(Path(src.path)) if form == "folder" else git.listed_repositories(Path(src.path))
+    named = git.name_repositories(list(found))
+    if not named:
+        raise RecipeError(f"sources[{src.name}].path: no git repository under {src.path}; point path at a "
+                          "repository, a folder of repositories, or a list file of repository paths/URLs")  # fmt: skip
+    return named
+
+
+def _source_shards(src: GitSource, cfg: CommitsConfig) -> list[Shard]:
+    """The slices of every repository of one source; a repository of a folder or list that git
+    cannot open (or without the revision) is one drop, a lone repository is a recipe error."""
+    if git.source_form(src) == "repository":
+        repo = Repository(src.name, git.repo_name(src), git.resolve_gitdir(src))
+        try:
+            return list(plan_slices([repo], cfg, src.revision))
+        except GitError as err:
+            raise RecipeError(f"sources[{src.name}]: {err}") from None
+    out: list[Shard] = []
+    for found in _listed(src):
+        repo = Repository(src.name, found.name, "")
+        if found.problem is not None:
+            out.append(ttask.RepositoryProblem(repo, *found.problem))
+            continue
+        try:
+            gitdir = git.resolve_gitdir(src.model_copy(update={"path": found.location, "repo": None}))
+            out += plan_slices([Repository(src.name, found.name, gitdir)], cfg, src.revision)
+        except (RecipeError, GitError) as err:
+            out.append(ttask.RepositoryProblem(repo, "bad_repository", str(err)))
+    return out
+
+
+def plan_commits(recipe: Any) -> tuple[list[Shard], str]:
+    """Slices of every repository's walk (``git rev-list --count``, no commit read) and their hash:
+    a new commit on a branch moves its tip, which redoes the stages."""
+    cfg = recipe.stages.commits
+    shards = [sh for src in recipe.sources for sh in _source_shards(src, cfg)]
+    return shards, config_hash([_fingerprint(sh) for sh in shards])
+
+
+def _fingerprint(shard: Shard) -> list[Any]:
+    repo = shard.repository
+    if isinstance(shard, ttask.RepositoryProblem):
+        return [repo.source, repo.repo, shard.reason, shard.detail]
+    return [repo.source, repo.repo, shard.tip, shard.skip, shard.count]
+
+
+def commit_jobs(run: StageRun) -> list[Job]:
+    """One task per slice (and one per unreadable repository)."""
+    jobs = []
+    for i, shard in enumerate(run.shards):
+        if isinstance(shard, ttask.RepositoryProblem):
+            jobs.append(Job(schema.shard_name(i), ttask.repository_drop_task, (run.task, i, shard)))
+        else:
+            jobs.append(Job(schema.shard_name(i), ttask.commits_task, (run.task, i, shard, run.cfg),
+                            (shard.repository.gitdir,)))  # fmt: skip
+    return jobs
+
+
+# --- the map stages --------------------------------------------------------------------------
+
+
+def filters_fn(run: StageRun) -> functools.partial:
+    """CommitPackFT's rules; in ``mode: annotate`` the same function keeps every row (no drops)."""
+    return functools.partial(filters.run, cfg=run.cfg)
+
+
+def candidates_fn(run: StageRun) -> functools.partial:
+    return functools.partial(candidates.run, cfg=run.cfg)
+
+
+def _eval_after(recipe: Any) -> Any:
+    return recipe.stages.task_files.eval_after if recipe.stages.task_files is not None else None
+
+
+def edit_fn(run: StageRun) -> functools.partial:
+    return functools.partial(edits.run_training, cfg=run.cfg, eval_after=_eval_after(run.recipe))
+
+
+def edit_parts(recipe: Any) -> list[Any]:
+    """The time split decides which commits may be training examples."""
+    when = _eval_after(recipe)
+    return [when.isoformat() if when is not None else None]
+
+
+# --- commit_dedup ----------------------------------------------------------------------------
+
+
+def dedup_phases(run: StageRun) -> list[dict[str, Any]]:
+    """keys (per shard) -> groups (per bucket) -> clusters (one task, duplicates only) -> apply."""
+    cfg, ctx, upstream = run.cfg, run.task, run.upstream
+    n, b = run.shard_count(upstream), cfg.buckets
+    run.run_phase("commit_dedup: keys", [
+        Job(f"keys-{schema.shard_name(i)}", tasks.scatter_task,
+            (ctx, "keys", i, upstream, functools.partial(dedup.scatter_keys, cfg=cfg, buckets=b)),
+            (str(run.run.part(upstream, i)),))
+        for i in range(n)
+    ])
+    run.run_phase("commit_dedup: groups", [
+        Job(f"groups-p{p:05d}", tasks.reduce_task, (ctx, "groups", "keys", p, n, dedup.group_keys))
+        for p in range(b)
+    ])
+    run.run_phase("commit_dedup: clusters", [
+        Job("clusters-p00000", tasks.reduce_task,
+            (ctx, "clusters", "groups", 0, b, functools.partial(dedup.decide_clusters, cfg=cfg, n_shards=n)))
+    ])
+    return run.run_tasks("commit_dedup: apply", [
+        Job(schema.shard_name(i), tasks.apply_own_task,
+            (ctx, i, upstream, ("keys", b), "clusters", 1, dedup.apply_clusters), (str(run.run.part(upstream, i)),))
+        for i in range(n)
+    ])
+
+
+# --- task_files ------------------------------------------------------------------------------
+
+
+def task_file_phases(run: StageRun) -> list[dict[str, Any]]:
+    """records (per candidates shard) -> write (merge, one line per shard in memory), then the
+    run manifest: every set manifest of the run and the task files, each with its sha256."""
+    cfg, ctx, upstream = run.cfg, run.task, run.upstream
+    n = run.shard_count(upstream)
+    results = run.run_tasks("task_files: records", [
+        Job(schema.shard_name(i), ttask.records_task, (ctx, i, upstream, cfg), (str(run.run.part(upstream, i)),))
+        for i in range(n)
+    ])
+    merged = run.run_phase("task_files: write", [Job("write", ttask.merge_task, (ctx, n, cfg, "write"))])[0]
+    sets = sorted(run.run.root.glob(f"shards/*/{schema.MANIFEST_NAME}"))
+    manifest = mf.build_run_manifest(run.run.root, sets, files=merged["files"])
+    mf.write_run_manifest(run.run.root, manifest)
+    return results
+
+
+COMMITS = StageSpec("commits", "source", CommitsConfig, plan=plan_commits, source_jobs=commit_jobs)
+COMMIT_FILTERS = StageSpec("commit_filters", "filter", CommitFiltersConfig, map_fn=filters_fn)
+COMMIT_DEDUP = StageSpec("commit_dedup", "global", CommitDedupConfig, phases=dedup_phases)
+TASK_CANDIDATES = StageSpec("task_candidates", "filter", TaskCandidatesConfig, map_fn=candidates_fn)
+EDIT_SET = StageSpec(
+    "edit_set", "filter", EditSetConfig, map_fn=edit_fn, upstream="commit_dedup", hash_parts=edit_parts
+)
+TASK_FILES = StageSpec(
+    "task_files", "sink", TaskSetConfig, phases=task_file_phases, upstream="task_candidates",
+    output_dirs=(ttask.TASKS_DIR,), output_files=(schema.MANIFEST_NAME,),
+)

@@ -1,0 +1,145 @@
+"""Task bodies of the repository-history stages, Ray-free like ``pipeline/tasks.py``.
+
+The specs (``tasks/spec.py``) name them in their jobs:
+
+- :func:`commits_task`: one slice of one repository's history -> ``commits/part-N``;
+  ``rows_in`` is every commit the slice listed (each a row or a drop);
+- :func:`repository_drop_task`: a repository git cannot open -> its one drop row;
+- :func:`records_task` then :func:`merge_task`: the task candidates -> SWE-bench
+  records per shard, sorted, then merged into ``tasks/tasks.jsonl`` and
+  ``tasks/tasks-eval.jsonl`` one line at a time (no task holds them all).
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from codecorpus import schema
+from codecorpus.pipeline.tasks import (
+    TaskContext,
+    finish_shard,
+    lang_breakdown,
+    result_stats,
+    write_marker,
+)
+from codecorpus.stage import MapResult
+from codecorpus.storage.atomic import atomic_writer, sha256_file
+from codecorpus.storage.parquet import read_parquet
+from codecorpus.tasks import columns as C
+from codecorpus.tasks import commits, swebench
+from codecorpus.tasks.config import CommitsConfig, TaskSetConfig
+
+SPLITS = ("train", "eval")
+FILES = {"train": swebench.TRAIN_FILE, "eval": swebench.EVAL_FILE}
+
+
+@dataclass(frozen=True)
+class RepositoryProblem:
+    """A repository of a folder or list source that cannot be mined: planned as its one drop."""
+
+    repository: commits.Repository
+    reason: str
+    detail: str
+
+
+def _bytes(table: pa.Table) -> int:
+    return sum(table.column(schema.BYTES).to_pylist()) if table.num_rows else 0
+
+
+def commits_task(ctx: TaskContext, shard: int, sl: commits.CommitSlice, cfg: CommitsConfig) -> dict[str, Any]:
+    """Read one slice (its batches gathered: at most ``commits_per_slice`` commits in memory)."""
+    t0 = time.perf_counter()
+    result = commits.read_slice_table(sl, cfg)
+    rows_in = result.counters["commits"]
+    bytes_in = _bytes(result.table) + _bytes(result.dropped)
+    stats = result_stats(rows_in, bytes_in, 0, {}, result, time.perf_counter() - t0)
+    return finish_shard(ctx, shard, result, stats)
+
+
+def repository_drop_task(ctx: TaskContext, shard: int, problem: RepositoryProblem) -> dict[str, Any]:
+    """The shard of a repository that cannot be read: no commit, one drop naming why."""
+    t0 = time.perf_counter()
+    repo = problem.repository
+    drop = {
+        schema.ID: schema.document_id(repo.source, repo.repo, ".", "repository"), schema.STAGE: commits.STAGE,
+        schema.REASON: problem.reason, schema.LANG: schema.UNKNOWN, schema.BYTES: 0, schema.SOURCE: repo.source,
+        schema.REPO: repo.repo, schema.PATH: ".", schema.DETAIL: problem.detail[:300], schema.SCORE: None,
+        schema.THRESHOLD: None, schema.DUP_OF: None,
+    }  # fmt: skip
+    result = MapResult(C.COMMIT_SCHEMA.empty_table(), pa.Table.from_pylist([drop], schema=schema.DROP_SCHEMA))
+    stats = result_stats(1, 0, 0, {}, result, time.perf_counter() - t0)
+    return finish_shard(ctx, shard, result, stats)
+
+
+# --- task_files ---------------------------------------------------------------------------
+
+
+def records_path(run: schema.RunPaths, stage: str, split: str, shard: int) -> Path:
+    return run.work_dir(stage, "records") / f"{split}-{schema.shard_name(shard)}.jsonl"
+
+
+def _write_lines(path: Path, lines: Iterator[str]) -> int:
+    """Write lines atomically; returns how many."""
+    n = 0
+    with atomic_writer(path) as f:
+        for line in lines:
+            f.write(line.encode())
+            n += 1
+    return n
+
+
+def records_task(ctx: TaskContext, shard: int, in_stage: str, cfg: TaskSetConfig) -> dict[str, Any]:
+    """One candidates shard -> its train and evaluation records, each sorted by instance id.
+
+    Every candidate is a task (``rows_out = rows_in``): the time split routes, never drops.
+    """
+    t0 = time.perf_counter()
+    table = read_parquet(ctx.run.part(in_stage, shard))
+    train, held = swebench.task_records(table, cfg)
+    counts = {}
+    for split, records in zip(SPLITS, (train, held), strict=True):
+        lines = (json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+        counts[split] = _write_lines(records_path(ctx.run, ctx.stage, split, shard), lines)
+    result = MapResult(table, counters={f"tasks_{k}": v for k, v in counts.items()})
+    stats = result_stats(table.num_rows, _bytes(table), 0, lang_breakdown(table), result, time.perf_counter() - t0)
+    write_marker(ctx, schema.shard_name(shard), stats)
+    return stats
+
+
+def _sort_key(line: str) -> tuple[str, str]:
+    record = json.loads(line)
+    return record["instance_id"], record["commit"]
+
+
+def merge_task(ctx: TaskContext, n_shards: int, cfg: TaskSetConfig, marker: str) -> dict[str, Any]:
+    """Merge the shards' sorted records into ``tasks/`` (one line per shard in memory at a time).
+
+    The evaluation file is written only with ``eval_after`` (without it every task is training).
+    """
+    t0 = time.perf_counter()
+    out: dict[str, Any] = {}
+    for split in SPLITS if cfg.eval_after is not None else SPLITS[:1]:
+        handles = [records_path(ctx.run, ctx.stage, split, s).open(encoding="utf-8") for s in range(n_shards)]
+        try:
+            path = ctx.run.root / TASKS_DIR / FILES[split]
+            n = _write_lines(path, heapq.merge(*handles, key=_sort_key))
+        finally:
+            for h in handles:
+                h.close()
+        out[split] = {"path": f"{TASKS_DIR}/{FILES[split]}", "records": n, "bytes": path.stat().st_size,
+                      "sha256": sha256_file(path)}  # fmt: skip
+    stats = {"files": out, "seconds": round(time.perf_counter() - t0, 4)}
+    write_marker(ctx, marker, stats)
+    return stats
+
+
+TASKS_DIR = "tasks"
+"""``RUN/tasks/``: the SWE-bench task files."""
