@@ -134,8 +134,10 @@ def merge_task(ctx: TaskContext, n_shards: int, cfg: TaskSetConfig, marker: str)
         finally:
             for h in handles:
                 h.close()
-        out[split] = {"path": f"{TASKS_DIR}/{FILES[split]}", "records": n, "bytes": path.stat().st_size,
-                      "sha256": sha256_file(path)}  # fmt: skip
+        out[FILES[split].removesuffix(".jsonl")] = {
+            "path": f"{TASKS_DIR}/{FILES[split]}", "records": n, "bytes": path.stat().st_size,
+            "sha256": sha256_file(path),
+        }  # fmt: skip
     stats = {"files": out, "seconds": round(time.perf_counter() - t0, 4)}
     write_marker(ctx, marker, stats)
     return stats

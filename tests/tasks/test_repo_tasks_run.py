@@ -1,0 +1,209 @@
+"""The repository-tasks pipeline end to end on a local Ray, over a folder of git-made repositories.
+
+The folder holds ``acme/proj`` (every kind of commit the source handles), its fork
+``forks/fork`` (a clone with the project's last fix cherry-picked later) and
+``broken/x`` (a ``.git`` git cannot open). The run writes the edit set, the train and
+evaluation task files, the run manifest and the report; ``manifest verify`` passes;
+1 and 2 workers give the same bytes; a rerun skips every task.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tasks_repos import build_fork, build_project
+from typer.testing import CliRunner
+
+from codecorpus import schema
+from codecorpus.cli import app
+from codecorpus.config import load_recipe, load_recipe_data
+from codecorpus.pipeline.pipelines import REPO_TASKS, enabled_specs, pipeline_of
+from codecorpus.preflight import check_recipe_inputs
+from codecorpus.reports.build import write_report
+from codecorpus.runtime.executor import Executor, init_ray
+from codecorpus.storage.parquet import read_parquet
+from codecorpus.tasks import columns as C
+from codecorpus.tasks import swebench
+from conftest import run_outputs
+
+SHIPPED = Path(__file__).resolve().parents[2] / "pipelines" / "repo-tasks.yaml"
+EVAL_AFTER = "2024-01-15T00:00:00Z"
+
+
+@pytest.fixture(scope="module")
+def repos(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    root = tmp_path_factory.mktemp("history")
+    project = build_project(root / "acme")
+    original = project.git("rev-parse", "HEAD")
+    divide_fix = project.git("log", "--format=%H", "-F", "--grep=Fix division by zero in divide")
+    build_fork(root / "forks", project, cherry_pick=original)
+    (root / "broken" / "x" / ".git").mkdir(parents=True)
+    return root, {"sqrt_fix": original, "divide_fix": divide_fix}
+
+
+def recipe(root: Path) -> dict:
+    return {
+        "name": "history", "seed": 7,
+        "sources": [{"type": "git", "name": "repos", "path": str(root)}],
+        "stages": {
+            "commits": {"commits_per_slice": 6},
+            "commit_filters": {"max_files_changed": 10, "require_imperative": False},  # "Reject ..." is no verb
+            "commit_dedup": {"buckets": 3},
+            "task_candidates": {},
+            "edit_set": {"target": "diff"},
+            "sft_render": {},
+            "sft_pack": {},
+            "task_files": {"eval_after": EVAL_AFTER},
+        },
+        "tokenizer": {"builtin": "qwen2.5"},
+        "outputs": [{"name": "edit", "kind": "sft", "seq_len": 2048}],
+    }  # fmt: skip
+
+
+def run(root: Path, run_dir: Path):
+    result = Executor(load_recipe_data(recipe(root)), run_dir, quiet=True).run_pipeline()
+    write_report(run_dir)
+    return result
+
+
+@pytest.fixture(scope="module")
+def finished(repos, tmp_path_factory, ray_local) -> Path:
+    run_dir = tmp_path_factory.mktemp("tasks-run")
+    run(repos[0], run_dir)
+    return run_dir
+
+
+def stats(run_dir: Path, stage: str) -> dict:
+    return json.loads(schema.RunPaths(run_dir).stats(stage).read_text())
+
+
+def records(run_dir: Path, name: str) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "tasks" / name).read_text().splitlines()]
+
+
+def test_recipe_runs_the_repo_tasks_pipeline(repos):
+    r = load_recipe_data(recipe(repos[0]))
+    assert pipeline_of(r) is REPO_TASKS
+    assert [s.name for s in enabled_specs(r)] == [
+        "commits", "commit_filters", "commit_dedup", "task_candidates", "edit_set", "sft_render", "sft_pack",
+        "task_files",
+    ]  # fmt: skip
+
+
+def test_every_stage_conserves_rows_and_names_its_drops(finished):
+    for spec in REPO_TASKS:
+        s = stats(finished, spec.name)
+        assert s["rows_in"] == s["rows_out"] + sum(s["dropped"].values()), spec.name
+    commits = stats(finished, "commits")
+    assert commits["shards"] >= 5  # two histories in slices of 6, and the broken repository's shard
+    assert commits["dropped"]["bad_repository"] == 1 and commits["dropped"]["merge"] == 2
+    dedup = stats(finished, "commit_dedup")
+    # the fork repeats the project's commits (same shas, another repository) and the cherry-pick
+    assert dedup["dropped"]["duplicate_exact"] >= 2
+    edit = stats(finished, "edit_set")
+    assert edit["dropped"]["eval_holdout"] >= 2
+
+
+def test_task_files_are_swebench_instances_split_by_time(finished, repos):
+    _, shas = repos
+    train, held = records(finished, swebench.TRAIN_FILE), records(finished, swebench.EVAL_FILE)
+    assert train and held
+    for r in train + held:
+        assert swebench.check_instance(r) == []
+    cut = dt.datetime.fromisoformat(EVAL_AFTER.replace("Z", "+00:00"))
+    assert all(dt.datetime.fromisoformat(r["created_at"].replace("Z", "+00:00")) <= cut for r in train)
+    assert all(dt.datetime.fromisoformat(r["created_at"].replace("Z", "+00:00")) > cut for r in held)
+    ids = {r["instance_id"] for r in train} | {r["instance_id"] for r in held}
+    assert f"acme__proj-{shas['divide_fix'][:12]}" in {r["instance_id"] for r in train}
+    assert f"acme__proj-{shas['sqrt_fix'][:12]}" in {r["instance_id"] for r in held}
+    # the fork's copies and its later cherry-pick are duplicates: the original commits are kept
+    assert not any(i.startswith("forks__fork-") for i in ids)
+    assert [r["instance_id"] for r in train] == sorted(r["instance_id"] for r in train)
+    fix = next(r for r in train if r["commit"] == shas["divide_fix"])
+    assert "tests/test_calc.py" in fix["test_patch"] and "src/calc.py" in fix["patch"]
+    assert stats(finished, "task_files")["rows_out"] == len(train) + len(held) == stats(finished, "task_candidates")["rows_out"]
+
+
+def test_edit_set_holds_no_evaluation_commit_and_megatron_reads_it(finished):
+    from megatron.core.datasets.indexed_dataset import IndexedDataset
+
+    held = {r["instance_id"] for r in records(finished, swebench.EVAL_FILE)}
+    run = schema.RunPaths(finished)
+    edit_ids = set()
+    for i in range(stats(finished, "edit_set")["shards"]):
+        edit_ids |= set(read_parquet(run.part("edit_set", i)).column(schema.TRACE_TASK_ID).to_pylist())
+    assert edit_ids and not edit_ids & held
+    m = json.loads((finished / "shards" / "edit" / "manifest.json").read_text())
+    assert m["sft"]["formats"] == {"edit": m["totals"]["documents"]}
+    assert 0 < m["totals"]["loss_tokens"] < m["totals"]["tokens"]
+    shard = m["shards"][0]
+    ds = IndexedDataset(str(finished / "shards" / "edit" / Path(shard["files"]["bin"]["path"]).stem), mmap=True)
+    assert len(ds) == shard["segments"] and int(np.sum(ds.sequence_lengths)) == shard["tokens"]
+
+
+def test_run_manifest_lists_the_task_files_and_verify_checks_them(finished, tmp_path):
+    m = json.loads((finished / "manifest.json").read_text())
+    assert set(m["sets"]) == {"edit"}
+    assert {k: v["path"] for k, v in m["files"].items()} == {"tasks": "tasks/tasks.jsonl",
+                                                            "tasks-eval": "tasks/tasks-eval.jsonl"}
+    assert m["files"]["tasks"]["records"] == len(records(finished, swebench.TRAIN_FILE))
+    result = CliRunner().invoke(app, ["manifest", "verify", str(finished)])
+    assert result.exit_code == 0, result.output
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(finished, copy)
+    with (copy / "tasks" / "tasks.jsonl").open("a") as f:
+        f.write("{}\n")
+    result = CliRunner().invoke(app, ["manifest", "verify", str(copy)])
+    assert result.exit_code == 1 and "tasks/tasks.jsonl: sha256" in result.output
+
+
+def test_report_has_the_tasks_funnel_and_distributions(finished):
+    funnel = {r["what"]: r["count"] for r in read_parquet(finished / "report" / "tasks_funnel.parquet").to_pylist()}
+    assert funnel["commits listed"] == stats(finished, "commits")["rows_in"]
+    assert funnel["task candidates"] == stats(finished, "task_candidates")["rows_out"]
+    assert funnel["evaluation tasks"] == len(records(finished, swebench.EVAL_FILE))
+    assert funnel["training tasks"] == len(records(finished, swebench.TRAIN_FILE))
+    dist = read_parquet(finished / "report" / "tasks_distributions.parquet").to_pylist()
+    langs = {(r["split"], r["lang"]): r["tasks"] for r in dist if r["metric"] == "lang"}
+    assert sum(langs.values()) == funnel["task candidates"]
+    assert {r["metric"] for r in dist} == {"patch_lines", "patch_files", "description_chars", "lang"}
+    assert "Tasks from repository history" in (finished / "report" / "index.html").read_text()
+
+
+def test_same_bytes_with_one_and_two_workers_and_a_rerun_skips_everything(repos, finished, tmp_path):
+    one = tmp_path / "one"
+    try:
+        init_ray(1, None)
+        run(repos[0], one)
+    finally:
+        init_ray(2, None)
+    a, b = run_outputs(finished), run_outputs(one)
+    assert a.keys() == b.keys() and "tasks/tasks.jsonl" in a
+    assert [k for k in a if a[k] != b[k]] == []
+    again = run(repos[0], one)
+    assert all(s.ran_tasks == 0 and s.skipped_tasks > 0 for s in again.stages)
+    assert run_outputs(one) == b
+
+
+def test_commit_rows_carry_the_history(finished, repos):
+    _, shas = repos
+    run = schema.RunPaths(finished)
+    rows = [r for i in range(stats(finished, "commits")["shards"]) for r in read_parquet(run.part("commits", i)).to_pylist()]
+    fix = next(r for r in rows if r[C.SHA] == shas["divide_fix"] and r[schema.REPO] == "acme/proj")
+    assert {f["path"] for f in fix[C.FILES]} == {"src/calc.py", "tests/test_calc.py"}
+    assert fix[schema.LICENSE] == "MIT"
+
+
+def test_shipped_recipe_loads_and_names_a_repository():
+    r = load_recipe(SHIPPED)
+    assert pipeline_of(r) is REPO_TASKS
+    check_recipe_inputs(r)
+    src = Path(r.sources[0].path)
+    assert src == SHIPPED.parents[1] and (src / ".git").exists()
+    assert r.stages.task_files.eval_after is not None and r.outputs[0].kind == "sft"
