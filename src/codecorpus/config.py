@@ -78,7 +78,7 @@ STAGE_ORDER = ("ingest", "langid", "filters", "dedup", "tokenize", "pack")
 # SFT / agent-trace pipeline (issue 8): its own chain of stages, after the pretraining ones
 SFT_STAGE_ORDER = ("sft_ingest", "sft_validate", "sft_select", "sft_dedup", "sft_render", "sft_pack")
 # repository history -> tasks: its own chain; the edit set is rendered and packed by the SFT stages
-TASKS_STAGE_ORDER = ("commits", "commit_filters", "commit_dedup", "task_candidates", "edit_set", "task_files")
+TASKS_STAGE_ORDER = ("commits", "commit_filters", "commit_dedup", "task_candidates", "edit_set", "task_outputs")
 STAGE_ORDER = STAGE_ORDER + SFT_STAGE_ORDER + TASKS_STAGE_ORDER
 
 
@@ -118,7 +118,7 @@ class StagesConfig(Model):
     commit_dedup: CommitDedupConfig | None = None
     task_candidates: TaskCandidatesConfig | None = None
     edit_set: EditSetConfig | None = None
-    task_files: TaskSetConfig | None = None
+    task_outputs: TaskSetConfig | None = None
 
     @model_validator(mode="after")
     def _user_stages(self) -> StagesConfig:
@@ -252,13 +252,12 @@ def _check_tasks_recipe(recipe: Recipe) -> None:
     stages = recipe.stages
     if any(not isinstance(s, GitSource) for s in recipe.sources):
         raise ValueError("a repository-history recipe (stages.commits) takes only `type: git` sources")
-    other = [n for n in stages.enabled() if n not in (*TASKS_STAGE_ORDER, "sft_render", "sft_pack")]
+    other = [n for n in stages.enabled() if n not in (*TASKS_STAGE_ORDER, "sft_render")]
     if other:
         raise ValueError(f"stages {other} do not run on commits: a stages.commits recipe runs "
-                         f"{list(TASKS_STAGE_ORDER)} and sft_render / sft_pack for the edit set")
-    for stage, needs in (("sft_render", "edit_set"), ("sft_pack", "sft_render")):
-        if getattr(stages, stage) is not None and getattr(stages, needs) is None:
-            raise ValueError(f"stages.{stage} needs stages.{needs} before it")
+                         f"{list(TASKS_STAGE_ORDER)} and sft_render for the edit set (task_outputs packs it)")
+    if stages.sft_render is not None and stages.edit_set is None:
+        raise ValueError("stages.sft_render needs stages.edit_set before it")
     _check_sft_recipe_output(recipe)
 
 

@@ -56,8 +56,7 @@ def recipe(root: Path) -> dict:
             "task_candidates": {},
             "edit_set": {"target": "diff"},
             "sft_render": {},
-            "sft_pack": {},
-            "task_files": {"eval_after": EVAL_AFTER},
+            "task_outputs": {"eval_after": EVAL_AFTER},
         },
         "tokenizer": {"builtin": "qwen2.5"},
         "outputs": [{"name": "edit", "kind": "sft", "seq_len": 2048}],
@@ -89,8 +88,8 @@ def test_recipe_runs_the_repo_tasks_pipeline(repos):
     r = load_recipe_data(recipe(repos[0]))
     assert pipeline_of(r) is REPO_TASKS
     assert [s.name for s in enabled_specs(r)] == [
-        "commits", "commit_filters", "commit_dedup", "task_candidates", "edit_set", "sft_render", "sft_pack",
-        "task_files",
+        "commits", "commit_filters", "commit_dedup", "task_candidates", "edit_set", "sft_render",
+        "task_outputs",
     ]  # fmt: skip
 
 
@@ -108,7 +107,7 @@ def test_every_stage_conserves_rows_and_names_its_drops(finished):
     assert edit["dropped"]["eval_holdout"] >= 2
 
 
-def test_task_files_are_swebench_instances_split_by_time(finished, repos):
+def test_task_outputs_are_swebench_instances_split_by_time(finished, repos):
     _, shas = repos
     train, held = records(finished, swebench.TRAIN_FILE), records(finished, swebench.EVAL_FILE)
     assert train and held
@@ -125,7 +124,7 @@ def test_task_files_are_swebench_instances_split_by_time(finished, repos):
     assert [r["instance_id"] for r in train] == sorted(r["instance_id"] for r in train)
     fix = next(r for r in train if r["commit"] == shas["divide_fix"])
     assert "tests/test_calc.py" in fix["test_patch"] and "src/calc.py" in fix["patch"]
-    assert stats(finished, "task_files")["rows_out"] == len(train) + len(held) == stats(finished, "task_candidates")["rows_out"]
+    assert stats(finished, "task_outputs")["rows_out"] == len(train) + len(held) == stats(finished, "task_candidates")["rows_out"]
 
 
 def test_edit_set_holds_no_evaluation_commit_and_megatron_reads_it(finished):
@@ -138,14 +137,14 @@ def test_edit_set_holds_no_evaluation_commit_and_megatron_reads_it(finished):
         edit_ids |= set(read_parquet(run.part("edit_set", i)).column(schema.TRACE_TASK_ID).to_pylist())
     assert edit_ids and not edit_ids & held
     m = json.loads((finished / "shards" / "edit" / "manifest.json").read_text())
-    assert m["sft"]["formats"] == {"edit": m["totals"]["documents"]}
+    assert m["kind_of_set"] == "edit" and m["sft"]["formats"] == {"edit": m["totals"]["documents"]}
     assert 0 < m["totals"]["loss_tokens"] < m["totals"]["tokens"]
     shard = m["shards"][0]
     ds = IndexedDataset(str(finished / "shards" / "edit" / Path(shard["files"]["bin"]["path"]).stem), mmap=True)
     assert len(ds) == shard["segments"] and int(np.sum(ds.sequence_lengths)) == shard["tokens"]
 
 
-def test_run_manifest_lists_the_task_files_and_verify_checks_them(finished, tmp_path):
+def test_run_manifest_lists_the_task_outputs_and_verify_checks_them(finished, tmp_path):
     m = json.loads((finished / "manifest.json").read_text())
     assert set(m["sets"]) == {"edit"}
     assert {k: v["path"] for k, v in m["files"].items()} == {"tasks": "tasks/tasks.jsonl",
@@ -206,4 +205,4 @@ def test_shipped_recipe_loads_and_names_a_repository():
     check_recipe_inputs(r)
     src = Path(r.sources[0].path)
     assert src == SHIPPED.parents[1] and (src / ".git").exists()
-    assert r.stages.task_files.eval_after is not None and r.outputs[0].kind == "sft"
+    assert r.stages.task_outputs.eval_after is not None and r.outputs[0].kind == "sft"

@@ -37,15 +37,15 @@ def _funnel_steps(data: RunData) -> list[tuple[str, str, int | None]]:
     def out(stage: str) -> int | None:
         return s[stage]["rows_out"] if stage in s else None
 
-    counters = s.get("task_files", {}).get("counters", {})
+    counters = s.get("task_outputs", {}).get("counters", {})
     return [
         ("commits listed", "commits", s["commits"]["rows_in"] if "commits" in s else None),
         ("commits read", "commits", out("commits")),
         ("filtered", "commit_filters", out("commit_filters")),
         ("deduplicated", "commit_dedup", out("commit_dedup")),
         ("task candidates", "task_candidates", out("task_candidates")),
-        ("evaluation tasks", "task_files", counters.get("tasks_eval") if "task_files" in s else None),
-        ("training tasks", "task_files", counters.get("tasks_train") if "task_files" in s else None),
+        ("evaluation tasks", "task_outputs", counters.get("tasks_eval") if "task_outputs" in s else None),
+        ("training tasks", "task_outputs", counters.get("tasks_train") if "task_outputs" in s else None),
         ("edit examples", "edit_set", out("edit_set")),
         ("edit examples rendered", "sft_render", out("sft_render") if "edit_set" in s else None),
     ]

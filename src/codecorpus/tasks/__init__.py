@@ -7,8 +7,10 @@ model from :mod:`codecorpus.tasks.config`)::
     commit_filters   filters.run                    (CommitPackFT's rules: annotate or filter)
     commit_dedup     dedup.run                      (git patch-id --stable, MinHash of the diff)
     task_candidates  candidates.run                 (tests + code -> patch / test_patch)
-    edit_set         edits.run                      (trace rows for sft_render)
-    task files       swebench.write_task_files      (tasks.jsonl, time split)
+    edit_set         edits.run_training             (trace rows for sft_render; evaluation commits held out)
+    task_outputs     swebench.task_records          (tasks.jsonl, tasks-eval.jsonl; the edit set packed)
+
+The specs are in :mod:`codecorpus.tasks.spec`, the task bodies in :mod:`codecorpus.tasks.task`.
 
 Column names and the commit row's Arrow schema live in :mod:`codecorpus.tasks.columns`.
 """

@@ -3,12 +3,13 @@
     commits (source: one task per slice of a repository's history)
       -> commit_filters (filter) -> commit_dedup (keys -> groups -> clusters -> apply)
       -> task_candidates (filter)
-      -> edit_set (filter, reads commit_dedup) -> sft_render -> sft_pack   the editing SFT set
-      -> task_files (sink, reads task_candidates)    tasks/tasks.jsonl, tasks/tasks-eval.jsonl, manifest.json
+      -> edit_set (filter, reads commit_dedup) -> sft_render (the SFT stage: chat template, loss masks)
+      -> task_outputs (sink)   tasks/tasks.jsonl, tasks/tasks-eval.jsonl (from task_candidates),
+                               shards/<edit set>/ (sft_render's examples, packed), manifest.json
 
 The edit set is made of every deduplicated commit (CommitPackFT's shape), the task
 files of the candidates (a commit changing tests and code); both keep the time split:
-a commit after ``task_files.eval_after`` is an evaluation task and never a training
+a commit after ``task_outputs.eval_after`` is an evaluation task and never a training
 example. The repositories come from the recipe's ``type: git`` sources, found as
 ingest finds them: a repository, a folder searched for repositories, or a list file.
 """
@@ -26,6 +27,7 @@ from codecorpus.manifests import manifest as mf
 from codecorpus.model import RecipeError, config_hash
 from codecorpus.pipeline import tasks
 from codecorpus.pipeline.spec import Job, StageRun, StageSpec
+from codecorpus.sft import task as sfttask
 from codecorpus.tasks import candidates, dedup, edits, filters
 from codecorpus.tasks import task as ttask
 from codecorpus.tasks.commits import CommitSlice, GitError, Repository, plan_slices
@@ -117,7 +119,7 @@ def candidates_fn(run: StageRun) -> functools.partial:
 
 
 def _eval_after(recipe: Any) -> Any:
-    return recipe.stages.task_files.eval_after if recipe.stages.task_files is not None else None
+    return recipe.stages.task_outputs.eval_after if recipe.stages.task_outputs is not None else None
 
 
 def edit_fn(run: StageRun) -> functools.partial:
@@ -158,23 +160,39 @@ def dedup_phases(run: StageRun) -> list[dict[str, Any]]:
     ])
 
 
-# --- task_files ------------------------------------------------------------------------------
+# --- task_outputs ----------------------------------------------------------------------------
 
 
-def task_file_phases(run: StageRun) -> list[dict[str, Any]]:
-    """records (per candidates shard) -> write (merge, one line per shard in memory), then the
-    run manifest: every set manifest of the run and the task files, each with its sha256."""
+def output_phases(run: StageRun) -> list[dict[str, Any]]:
+    """records (per candidates shard) -> write (merge, one line per shard in memory); the edit
+    set packed (per rendered shard, the SFT pack body) with its manifest; then the run manifest:
+    the edit set and the task files, each with its sha256. The stage's rows are the tasks."""
     cfg, ctx, upstream = run.cfg, run.task, run.upstream
     n = run.shard_count(upstream)
-    results = run.run_tasks("task_files: records", [
+    results = run.run_tasks("task_outputs: records", [
         Job(schema.shard_name(i), ttask.records_task, (ctx, i, upstream, cfg), (str(run.run.part(upstream, i)),))
         for i in range(n)
     ])
-    merged = run.run_phase("task_files: write", [Job("write", ttask.merge_task, (ctx, n, cfg, "write"))])[0]
-    sets = sorted(run.run.root.glob(f"shards/*/{schema.MANIFEST_NAME}"))
+    merged = run.run_phase("task_outputs: write", [Job("write", ttask.merge_task, (ctx, n, cfg, "write"))])[0]
+    sets = [_pack_edit_set(run)] if run.recipe.stages.sft_render is not None else []
     manifest = mf.build_run_manifest(run.run.root, sets, files=merged["files"])
     mf.write_run_manifest(run.run.root, manifest)
     return results
+
+
+def _pack_edit_set(run: StageRun) -> Path:
+    out, rendered = sfttask.sft_output(run.recipe), "sft_render"
+    packed = run.run_phase(f"task_outputs: {out.name}", [
+        Job(f"{out.name}-{schema.shard_name(i)}", sfttask.pack_task,
+            (run.task, out, i, rendered, run.recipe.tokenizer), (str(run.run.part(rendered, i)),))
+        for i in range(run.shard_count(rendered))
+    ])
+    return ttask.write_edit_manifest(run.run, run.recipe, packed)
+
+
+def output_parts(recipe: Any) -> list[Any]:
+    """The edit set is packed here: the tokenizer and the output set's settings shape it."""
+    return [recipe.tokenizer, [o.model_dump(mode="json") for o in recipe.outputs]]
 
 
 COMMITS = StageSpec("commits", "source", CommitsConfig, plan=plan_commits, source_jobs=commit_jobs)
@@ -184,7 +202,7 @@ TASK_CANDIDATES = StageSpec("task_candidates", "filter", TaskCandidatesConfig, m
 EDIT_SET = StageSpec(
     "edit_set", "filter", EditSetConfig, map_fn=edit_fn, upstream="commit_dedup", hash_parts=edit_parts
 )
-TASK_FILES = StageSpec(
-    "task_files", "sink", TaskSetConfig, phases=task_file_phases, upstream="task_candidates",
-    output_dirs=(ttask.TASKS_DIR,), output_files=(schema.MANIFEST_NAME,),
+TASK_OUTPUTS = StageSpec(
+    "task_outputs", "sink", TaskSetConfig, phases=output_phases, upstream="task_candidates",
+    hash_parts=output_parts, output_dirs=(ttask.TASKS_DIR, "shards"), output_files=(schema.MANIFEST_NAME,),
 )

@@ -7,7 +7,9 @@ The specs (``tasks/spec.py``) name them in their jobs:
 - :func:`repository_drop_task`: a repository git cannot open -> its one drop row;
 - :func:`records_task` then :func:`merge_task`: the task candidates -> SWE-bench
   records per shard, sorted, then merged into ``tasks/tasks.jsonl`` and
-  ``tasks/tasks-eval.jsonl`` one line at a time (no task holds them all).
+  ``tasks/tasks-eval.jsonl`` one line at a time (no task holds them all);
+- :func:`write_edit_manifest`: the edit set's manifest (its shards are packed by the
+  SFT pack body, ``sft/task.py``), an SFT set manifest whose ``kind_of_set`` is ``edit``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ from typing import Any
 import pyarrow as pa
 
 from codecorpus import schema
+from codecorpus.config import Recipe, recipe_hash
+from codecorpus.manifests import manifest as mf
+from codecorpus.manifests import megatron
+from codecorpus.packing.task import tokenizer_config_record
 from codecorpus.pipeline.tasks import (
     TaskContext,
     finish_shard,
@@ -30,12 +36,15 @@ from codecorpus.pipeline.tasks import (
     result_stats,
     write_marker,
 )
+from codecorpus.sft.task import sft_output
+from codecorpus.sft.template import choose_template
 from codecorpus.stage import MapResult
 from codecorpus.storage.atomic import atomic_writer, sha256_file
 from codecorpus.storage.parquet import read_parquet
 from codecorpus.tasks import columns as C
 from codecorpus.tasks import commits, swebench
 from codecorpus.tasks.config import CommitsConfig, TaskSetConfig
+from codecorpus.tokenize.tokenizer import load_tokenizer
 
 SPLITS = ("train", "eval")
 FILES = {"train": swebench.TRAIN_FILE, "eval": swebench.EVAL_FILE}
@@ -79,7 +88,7 @@ def repository_drop_task(ctx: TaskContext, shard: int, problem: RepositoryProble
     return finish_shard(ctx, shard, result, stats)
 
 
-# --- task_files ---------------------------------------------------------------------------
+# --- task_outputs -------------------------------------------------------------------------
 
 
 def records_path(run: schema.RunPaths, stage: str, split: str, shard: int) -> Path:
@@ -145,3 +154,38 @@ def merge_task(ctx: TaskContext, n_shards: int, cfg: TaskSetConfig, marker: str)
 
 TASKS_DIR = "tasks"
 """``RUN/tasks/``: the SWE-bench task files."""
+
+
+# --- the edit set's manifest ------------------------------------------------------------------
+
+
+def write_edit_manifest(run: schema.RunPaths, recipe: Recipe, shard_stats: list[dict[str, Any]]) -> Path:
+    """The edit set's manifest: an SFT set (loss on the target only) of ``edit`` examples."""
+    out, tok_cfg, stages = sft_output(recipe), recipe.tokenizer, recipe.stages
+    records = [mf.ShardRecord(**s["set"]["record"]) for s in shard_stats if s["set"]["record"]]
+    tokenizer = load_tokenizer(tok_cfg)
+    template = choose_template(stages.sft_render, tok_cfg)
+    manifest = mf.build_set_manifest(
+        name=out.name, set_dir=run.set_dir(out.name), shards=records,
+        tokenizer={**tokenizer.fingerprint(), "config": tokenizer_config_record(run, tok_cfg),
+                   "chat_template_sha256": template.sha256},
+        token_dtype=megatron.token_dtype(tokenizer.vocab_size).name, seq_len=out.seq_len,
+        packing={"algorithm": "bfd", "truncated_documents": 0, "padding_stored": False},
+        recipe_hash=recipe_hash(recipe),
+        provenance={"sources": [s.model_dump(mode="json") for s in recipe.sources], "stages": stages.enabled(),
+                    "seed": recipe.seed},
+    )  # fmt: skip
+    totals = manifest["totals"]
+    formats: dict[str, int] = {}
+    for s in shard_stats:
+        for k, v in s["set"]["formats"].items():
+            formats[k] = formats.get(k, 0) + v
+    manifest["kind_of_set"] = "edit"
+    manifest["sft"] = {
+        "examples": totals["segments"], "commits": totals["documents"], "loss_tokens": totals["loss_tokens"],
+        "chat_template": template.record(), "render": stages.sft_render.model_dump(mode="json"),
+        "edit_set": stages.edit_set.model_dump(mode="json"), "formats": dict(sorted(formats.items())),
+    }  # fmt: skip
+    path = run.set_manifest(out.name)
+    mf.write_manifest(path, manifest)
+    return path
