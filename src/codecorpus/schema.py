@@ -225,6 +225,11 @@ def shard_name(index: int) -> str:
     return f"part-{index:05d}"
 
 
+def merged_shard_name(first: int, last: int) -> str:
+    """Name of the set shard that holds packed shards ``first`` to ``last`` (too small alone)."""
+    return f"part-{first:05d}-{last:05d}"
+
+
 @dataclass(frozen=True)
 class RunPaths:
     """Every path inside a run directory. Nothing else spells these names."""
