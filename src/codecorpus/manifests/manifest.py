@@ -691,8 +691,9 @@ def split_notes(path: Path | str) -> list[str]:
     statement = m.get("megatron", {}).get("split_floor")
     if not statement or not 0 < statement["smallest_member_sequences"] < statement["floor"]:
         return []
-    served = [s for s, ok in statement["serves"].items() if ok]
-    unserved = [s for s, ok in statement["serves"].items() if not ok]
+    order = [s for s in splits.LAUNCH_SPLITS if s in statement["serves"]]  # the JSON sorted its keys
+    served = [s for s in order if statement["serves"][s]]
+    unserved = [s for s in order if not statement["serves"][s]]
     return [
         f"set {m.get('name')}: one shard of {statement['smallest_member_sequences']} packed sequences, below "
         f"the floor of {statement['floor']} (the whole set): it serves --split {', '.join(served) or 'none'}; "
