@@ -225,9 +225,9 @@ def shard_name(index: int) -> str:
     return f"part-{index:05d}"
 
 
-def merged_shard_name(first: int, last: int) -> str:
-    """Name of the set shard that holds packed shards ``first`` to ``last`` (too small alone)."""
-    return f"part-{first:05d}-{last:05d}"
+def merging_shard_name(first: int) -> str:
+    """Where shards merged into packed shard ``first`` are written before they replace it."""
+    return f"{shard_name(first)}.merging"
 
 
 @dataclass(frozen=True)

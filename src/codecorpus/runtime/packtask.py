@@ -8,12 +8,16 @@ shard records kept in the completion markers.
 A packed shard below ``splits.SHARD_FLOOR`` packed sequences would leave a
 launcher's validation or test split empty, so after a set's shards are packed,
 ``plan_merges`` groups each small one with its neighbours (``packing/shards.py``)
-and ``merge_task`` concatenates each group into one shard (short, long and SFT
-sets alike); ``finish_merges`` then removes the merged-away files.
+and ``merge_task`` concatenates each group (short, long and SFT sets alike) into
+the first shard's place: it writes ``part-0000i.merging.*``, then its marker;
+``finish_merges`` renames those over ``part-0000i.*`` and removes the other
+members' files. Both steps are safe to repeat: until the marker exists the
+members are untouched, and after it only the renames and removals remain.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -30,6 +34,7 @@ from codecorpus.mixing import sample as mix_sample
 from codecorpus.packing.pack import pack_documents
 from codecorpus.packing.shards import merge_groups
 from codecorpus.runtime import store
+from codecorpus.runtime.io import fsync_dir
 from codecorpus.runtime.tasks import (
     InvariantError,
     TaskContext,
@@ -105,7 +110,12 @@ class ShardMerge:
 
     @property
     def prefix(self) -> str:
-        return schema.merged_shard_name(self.shards[0], self.shards[-1])
+        """The merged shard takes the name of its first member."""
+        return schema.shard_name(self.shards[0])
+
+    @property
+    def staging(self) -> str:
+        return schema.merging_shard_name(self.shards[0])
 
     def task(self, set_name: str) -> str:
         return f"{set_name}-merge-{self.prefix}"
@@ -137,36 +147,61 @@ def plan_merges(shard_stats: list[dict[str, Any]]) -> tuple[list[mf.ShardRecord]
 
 
 def merge_task(ctx: TaskContext, set_name: str, seq_len: int, merge: ShardMerge) -> dict:
-    """Concatenate one group of packed shards into one shard, checked against their records."""
+    """Concatenate one group of packed shards into its staging shard, checked against their records.
+
+    The record in the marker names the files the staging ones become (same bytes, same sha256).
+    """
     t0 = time.perf_counter()
     set_dir = ctx.run.set_dir(set_name)
     for record in merge.records:
         for info in record.files.values():
             store.ensure_local(set_dir / info["path"])
-    target = set_dir / merge.prefix
-    files = megatron.concat_shards([set_dir / r.prefix for r in merge.records], target)
+    staging = set_dir / merge.staging
+    files = megatron.concat_shards([set_dir / r.prefix for r in merge.records], staging)
     loss = sum(r.loss_tokens for r in merge.records) if "mask" in files else None
-    record = mf.record_shard(target, files, seq_len=seq_len, loss_tokens=loss)
+    record = mf.record_shard(staging, files, seq_len=seq_len, loss_tokens=loss)
     for key in mf.SHARD_COUNTS:
         want = sum(getattr(r, key) for r in merge.records)
         if getattr(record, key) != want:
-            raise InvariantError(f"merging into {target} changed {key}: {getattr(record, key)}, expected {want}")
+            raise InvariantError(f"merging into {staging} changed {key}: {getattr(record, key)}, expected {want}")
+    final = {
+        key: megatron.FileInfo(path=megatron.shard_file(merge.prefix, key).name, bytes=info["bytes"],
+                               sha256=info["sha256"])
+        for key, info in files.items()
+    }  # fmt: skip
+    record = mf.ShardRecord(**{**record.to_json(), "prefix": merge.prefix, "files": final})
     stats = {"set": {"record": record.to_json()}, "seconds": round(time.perf_counter() - t0, 3)}
     write_marker(ctx, merge.task(set_name), stats)
     return stats
+
+
+def _replace_staged(set_dir: Path, merge: ShardMerge, keys: list[str]) -> None:
+    """Rename the staging files of a completed merge over its first member's (done ones are skipped)."""
+    for key in keys:
+        staged = store.ensure_local(megatron.shard_file(set_dir / merge.staging, key))
+        if staged.exists():
+            final = megatron.shard_file(set_dir / merge.prefix, key)
+            os.replace(staged, final)
+            fsync_dir(set_dir)
+            store.publish(final)
+            store.remove_file(staged)
 
 
 def finish_merges(
     run: schema.RunPaths, set_name: str, kept: list[mf.ShardRecord], merges: list[ShardMerge],
     merged_stats: list[dict[str, Any]],
 ) -> EmittedShards:
-    """Remove the files of merged-away shards (again on a resumed run: a no-op) and list what is left."""
+    """Put every merged shard in place and remove the other members' files; list what the set holds.
+
+    Repeating it (a resumed run) redoes only what a crash left undone.
+    """
     set_dir = run.set_dir(set_name)
-    for merge in merges:
-        for record in merge.records:
-            for info in record.files.values():
-                store.remove_file(set_dir / info["path"])
     merged = [mf.ShardRecord(**s["set"]["record"]) for s in merged_stats]
+    for merge, record in zip(merges, merged, strict=True):
+        _replace_staged(set_dir, merge, sorted(record.files))
+        for member in merge.records[1:]:
+            for info in member.files.values():
+                store.remove_file(set_dir / info["path"])
     return EmittedShards(
         records=sorted([*kept, *merged], key=lambda r: r.prefix),
         merged={m.prefix: {r.prefix: r.sequences for r in m.records} for m in merges},
