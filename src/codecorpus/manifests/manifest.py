@@ -726,8 +726,13 @@ def _show_set(m: dict[str, Any], top: int = 8) -> list[str]:
 
 
 def _show_extras(m: dict[str, Any]) -> list[str]:
-    """FIM counts and long-context statistics, when the set has them."""
+    """The splits the blend serves, FIM counts and long-context statistics, when the set has them."""
     lines = []
+    floor = m["megatron"].get("split_floor")
+    if floor and floor["smallest_member_sequences"]:
+        served = [s for s in splits.LAUNCH_SPLITS if floor["serves"].get(s)]
+        lines.append(f"  splits      smallest shard {floor['smallest_member_sequences']:,} packed sequences "
+                     f"(floor {floor['floor']}); serves --split {', '.join(served)}")  # fmt: skip
     fim = m["packing"].get("fim")
     if fim:
         lines.append(f"  fim         rate {fim['rate']}  documents {fim['fim_documents']:,} "
