@@ -60,6 +60,7 @@ def build_and_iterate(set_dir: str, splits: list[str], cache: str) -> None:
             reset_position_ids=False,
             reset_attention_mask=False,
             eod_mask_loss=False,
+            create_attention_mask=False,  # as with fused attention; a 256K set's mask alone is 64 GiB
             sequences_per_dataset=sequences,
         )
         datasets = BlendedMegatronDatasetBuilder(GPTDataset, SIZES, lambda: True, config).build()
