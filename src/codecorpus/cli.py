@@ -120,12 +120,25 @@ def print_summary(result) -> None:
 
 
 @manifest_app.command("verify")
-def manifest_verify(path: Annotated[str, typer.Argument(help="run dir (or s3:// run), set dir or manifest.json")]) -> None:
+def manifest_verify(
+    path: Annotated[str, typer.Argument(help="run dir (or s3:// run), set dir or manifest.json")],
+    split: Annotated[
+        str | None, typer.Option(help="a Megatron --split (e.g. 969,30,1): fail if a shard leaves one of its splits empty")
+    ] = None,
+) -> None:
     """Re-hash every shard and re-count tokens and documents; exit 1 on any mismatch."""
-    from codecorpus.manifests.manifest import verify
+    from codecorpus.manifests.manifest import split_notes, verify
+    from codecorpus.manifests.splits import split_matrix
 
+    if split is not None:
+        try:
+            split_matrix(split)
+        except ValueError as e:
+            _fail(f"--split: {e}")
     path = _local_view(path)
-    problems = verify(path)
+    problems = verify(path, split)
+    for note in split_notes(path):
+        console.print(f"[yellow]note:[/] {note}", highlight=False)
     if problems:
         for p in problems:
             console.print(f"[red]MISMATCH[/] {p}", highlight=False)

@@ -226,6 +226,11 @@ def shard_name(index: int) -> str:
     return f"part-{index:05d}"
 
 
+def merging_shard_name(first: int) -> str:
+    """Where shards merged into packed shard ``first`` are written before they replace it."""
+    return f"{shard_name(first)}.merging"
+
+
 @dataclass(frozen=True)
 class RunPaths:
     """Every path inside a run directory. Nothing else spells these names."""

@@ -297,7 +297,8 @@ class Executor:
             r, s, results = self._run_jobs(f"pack: {out.name}", jobs, ctx)
             ran, skipped = ran + r, skipped + s
             set_stats.append(results)
-            packtask.write_set_manifest(self.run, out, results, tok_cfg, self.recipe, self._hashes["pack"])
+            emitted = self._merge_small_shards(ctx, out, results)
+            packtask.write_set_manifest(self.run, out, results, emitted, tok_cfg, self.recipe)
         packtask.write_run_manifest(self.run, self.recipe)
         # a document is counted once per stage: the first set's view is the stage's rows
         self._write_stats("pack", tasks.aggregate_stats(set_stats[0]))
@@ -320,8 +321,16 @@ class Executor:
             for b in range(buckets)
         ]
         r, s, results = self._run_jobs(f"pack: {out.name}", jobs, ctx)
-        longtask.write_long_set_manifest(self.run, out, results, tok_cfg, self.recipe)
+        emitted = self._merge_small_shards(ctx, out, results)
+        longtask.write_long_set_manifest(self.run, out, results, emitted, tok_cfg, self.recipe)
         return r, s, results
+
+    def _merge_small_shards(self, ctx: TaskContext, out, results: list[dict]) -> packtask.EmittedShards:
+        """Merge each packed shard below the split floor with its neighbours (``packing/shards.py``)."""
+        kept, merges = packtask.plan_merges(results)
+        jobs = [(m.task(out.name), packtask.merge_task, ctx, out.name, out.seq_len, m) for m in merges]
+        merged = self._run_jobs(f"merge: {out.name}", jobs, ctx)[2] if jobs else []
+        return packtask.finish_merges(self.run, out.name, kept, merges, merged)
 
     # --- mixing and report (issue 7) -----------------------------------------------
 
@@ -421,7 +430,7 @@ class Executor:
             for i in range(self._shard_count(upstream))
         ]
         ran, skipped, results = self._run_jobs(f"sft_pack: {out.name}", jobs, ctx)
-        sfttask.write_set_manifest(self.run, self.recipe, results)
+        sfttask.write_set_manifest(self.run, self.recipe, results, self._merge_small_shards(ctx, out, results))
         self._write_stats("sft_pack", tasks.aggregate_stats(results))
         return ran, skipped
 

@@ -23,7 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -45,6 +45,9 @@ from codecorpus.runtime.tasks import (
 from codecorpus.stage import MapResult
 from codecorpus.tokenize import fim
 from codecorpus.tokenize.tokenizer import load_tokenizer
+
+if TYPE_CHECKING:
+    from codecorpus.runtime.packtask import EmittedShards
 
 SCATTER_COLUMNS = (schema.ID, schema.SOURCE, schema.REPO, schema.PATH, schema.LANG,
                    schema.LICENSE, schema.BYTES, schema.NUM_TOKENS, schema.TEXT, schema.TOKENS)  # fmt: skip
@@ -232,15 +235,16 @@ def long_context_totals(shard_stats: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def write_long_set_manifest(
-    run: schema.RunPaths, out: OutputSet, shard_stats: list[dict[str, Any]], tok_cfg: TokenizerConfig,
-    recipe: Recipe,
+    run: schema.RunPaths, out: OutputSet, shard_stats: list[dict[str, Any]], emitted: EmittedShards,
+    tok_cfg: TokenizerConfig, recipe: Recipe,
 ) -> Path:
+    """The long set's manifest: the packed-set fields over the emitted shards, plus ``long_context``."""
     from codecorpus.runtime.packtask import build_packed_set_manifest
 
     long_stats = long_context_totals(shard_stats)
     fim_counts = {k: long_stats.pop(k) for k in ("fim_documents", "fim_psm", "fim_spm") if k in long_stats}
     manifest = build_packed_set_manifest(
-        run, out, shard_stats, tok_cfg, recipe, algorithm="bfd-repository", fim_counts=[fim_counts],
+        run, out, shard_stats, emitted, tok_cfg, recipe, algorithm="bfd-repository", fim_counts=[fim_counts],
         provenance_extra={"long": out.long.model_dump(mode="json")},
         extra={"set_kind": "long", "long_context": long_stats},
     )
