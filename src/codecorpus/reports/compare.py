@@ -89,7 +89,8 @@ def _funnel_deltas(a: pa.Table, b: pa.Table) -> pa.Table:
 
 def render(a: tb.RunData, b: tb.RunData, deltas: dict[str, pa.Table]) -> str:
     """compare.html: run A (this report's run) against run B."""
-    page = Page(f"codecorpus compare: {a.name} (A) vs {b.name} (B)", "deltas are A - B")
+    label_a, label_b = run_labels(a, b)
+    page = Page(f"codecorpus compare: {label_a} (A) vs {label_b} (B)", "deltas are A - B")
     share = rows_of(deltas["compare_lang_share"])
     _share_section(page, share)
     drops = rows_of(deltas["compare_drops"])
@@ -105,6 +106,25 @@ def render(a: tb.RunData, b: tb.RunData, deltas: dict[str, pa.Table]) -> str:
     funnel = rows_of(deltas["compare_funnel"])
     page.section("funnel", "Funnel", [table_html(funnel, list(FUNNEL_DELTA_SCHEMA.names), csv_name="compare_funnel")])
     return page.render()
+
+
+def run_labels(a: tb.RunData, b: tb.RunData) -> tuple[str, str]:
+    """How the page names the two runs: by recipe name, by directory when the names collide,
+    by path when the directories do too (two runs of one recipe are the usual comparison).
+
+    >>> from pathlib import Path
+    >>> from codecorpus import schema
+    >>> def run(path, name): return tb.RunData(schema.RunPaths(Path(path)), name, {}, [], {})
+    >>> run_labels(run("/r/a", "x"), run("/r/b", "y")), run_labels(run("/r/a", "x"), run("/r/b", "x"))
+    (('x', 'y'), ('a', 'b'))
+    >>> run_labels(run("/r/one/qs", "x"), run("/r/two/qs", "x"))
+    ('/r/one/qs', '/r/two/qs')
+    """
+    if a.name != b.name:
+        return a.name, b.name
+    if a.run.root.name != b.run.root.name:
+        return a.run.root.name, b.run.root.name
+    return str(a.run.root), str(b.run.root)
 
 
 def _share_section(page: Page, rows: list[dict[str, Any]]) -> None:
