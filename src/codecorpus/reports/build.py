@@ -226,8 +226,10 @@ def scores_section(
                   "label": f"{rule['direction']} {t:g}"} for t in _distinct_thresholds(thresholds, rule["rule"])]
         x_label = rule["column"] + {"log": " (log bins)", "discrete": "", "single": " (one value)"}.get(
             mine[0]["scale"], "")
+        continuous = mine[0]["scale"] in ("linear", "log")  # labels are lower edges; log y shows the few drops
         parts.append(page.chart({"kind": "columns", "categories": [r["label"] for r in mine], "marks": marks,
-                                 "x_label": x_label, "metrics": {"documents": _metric([
+                                 "x_label": x_label, "edge_labels": continuous, "log_y": True,
+                                 "metrics": {"documents": _metric([
                                      {"name": "kept", "values": [r["kept"] for r in mine]},
                                      {"name": "dropped", "values": [r["dropped"] for r in mine]}])}}))
     parts.append("<h3>Thresholds per language</h3>")
