@@ -79,12 +79,17 @@ FUNNEL_DELTA_SCHEMA = pa.schema([
 
 
 def _funnel_deltas(a: pa.Table, b: pa.Table) -> pa.Table:
-    ra = {r["stage"]: r for r in rows_of(a)}
-    rb = {r["stage"]: r for r in rows_of(b)}
+    ra = {_step(r): r for r in rows_of(a)}
+    rb = {_step(r): r for r in rows_of(b)}
     order = [*ra, *(s for s in rb if s not in ra)]
     rows = [{f"{m}_{side}": (r.get(s) or {}).get(m) for m in ("docs_out", "bytes_out", "tokens_out")
              for side, r in (("a", ra), ("b", rb))} | {"stage": s} for s in order]
     return pa.Table.from_pylist(rows, schema=FUNNEL_DELTA_SCHEMA) if rows else FUNNEL_DELTA_SCHEMA.empty_table()
+
+
+def _step(row: dict[str, Any]) -> str:
+    """A funnel row's name: its stage, or ``stage: set NAME`` for an output set's row."""
+    return row["stage"] if row.get("set") is None else f"{row['stage']}: set {row['set']}"
 
 
 def render(a: tb.RunData, b: tb.RunData, deltas: dict[str, pa.Table]) -> str:
