@@ -253,7 +253,7 @@ def test_sets_and_long_context_recomputed_from_the_shards(runs):
     docs = [r for r in long_rows if r["key"] == "document_tokens_histogram"]
     assert sum(r["value"] for r in docs) == shard_counts(paths.set_dir("long"))[2]
     for key in ("document_tokens_histogram", "sequence_tokens_histogram"):
-        powers = [int(r["bucket"].split("^")[1]) for r in long_rows if r["key"] == key]
+        powers = [int(r["bucket"].rsplit("^", 1)[1]) for r in long_rows if r["key"] == key]
         assert powers == list(range(powers[0], powers[-1] + 1)), key  # empty buckets are shown
 
 
@@ -297,7 +297,8 @@ def test_compare_deltas(runs):
             assert r["share_a"] == pytest.approx(langs_a.get(r["lang"], [0])[0] / n_a)
             assert r["share_b"] == pytest.approx(langs_b.get(r["lang"], [0])[0] / n_b)
         assert abs(sum(r["delta"] for r in mine)) < 1e-9
-    assert schema.RunPaths(a).report_compare.exists()
+    page = schema.RunPaths(a).report_compare.read_text()
+    assert "<title>codecorpus compare: a (A) vs b (B)</title>" in page  # one recipe name: runs named by directory
     assert schema.RunPaths(b).report_index.exists()  # every run writes its report
 
 

@@ -11,6 +11,7 @@ columns a histogram needs (one number per document).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -313,15 +314,19 @@ def long_context(data: RunData) -> pa.Table:
 def _every_bucket(hist: dict[str, float]) -> list[tuple[str, float]]:
     """A histogram's buckets in order, the empty ones between its first and last filled in.
 
-    Buckets named ``2^k`` are powers of two; other names keep their order.
+    Buckets named by a power of two (``2^k``, ``<=2^k``) are filled in; other names keep
+    their order.
 
-    >>> _every_bucket({"2^12": 3, "2^10": 1})
-    [('2^10', 1), ('2^11', 0), ('2^12', 3)]
+    >>> _every_bucket({"<=2^12": 3, "<=2^10": 1})
+    [('<=2^10', 1), ('<=2^11', 0), ('<=2^12', 3)]
     """
-    if not hist or not all(str(b).startswith("2^") and str(b)[2:].isdigit() for b in hist):
+    found = [re.fullmatch(r"(.*\^)(\d+)", str(b)) for b in hist]
+    prefixes = {m.group(1) for m in found if m}
+    if not hist or not all(found) or len(prefixes) != 1:
         return [(str(b), v) for b, v in hist.items()]
-    powers = {int(str(b)[2:]): v for b, v in hist.items()}
-    return [(f"2^{k}", powers.get(k, 0)) for k in range(min(powers), max(powers) + 1)]
+    prefix = prefixes.pop()
+    powers = {int(m.group(2)): v for m, v in zip(found, hist.values(), strict=True)}
+    return [(f"{prefix}{k}", powers.get(k, 0)) for k in range(min(powers), max(powers) + 1)]
 
 
 # --- schemas: the report's formats, defined once (the README documents them) ---------------------
