@@ -318,6 +318,9 @@ def apply_sides_task(
 # --- end issue 5 block ---------------------------------------------------------------------
 
 
+_TOTALS = ("rows_in", "rows_out", "bytes_in", "bytes_out", "bytes_dropped", "bytes_changed", "tokens_in", "tokens_out")
+
+
 def aggregate_stats(shard_stats: list[dict[str, Any]]) -> dict[str, Any]:
     """Sum per-shard stats into a stage's ``_stats.json`` body."""
     total: dict[str, Any] = dict.fromkeys(_TOTALS, 0)
@@ -348,8 +351,6 @@ def aggregate_stats(shard_stats: list[dict[str, Any]]) -> dict[str, Any]:
         raise InvariantError(f"stage totals break bytes_in + bytes_changed = bytes_out + bytes_dropped: {total}")
     return total
 
-
-_TOTALS = ("rows_in", "rows_out", "bytes_in", "bytes_out", "bytes_dropped", "bytes_changed", "tokens_in", "tokens_out")
 
 
 def _add_counts(into: dict[str, int], more: dict[str, int]) -> None:
