@@ -7,6 +7,14 @@ never an exception. Each unit type has its reader: local files here, git blobs
 (member by member) and dataset slices (record by record). They all feed one
 :class:`Collector`, which owns decoding, exclusions, notebook and HTML
 conversion, and the row layout.
+
+The collector keeps the byte accounts of the shard: every document row carries its
+input size (the planned size of a file, the size of an archive member or record as
+read), and ``bytes_changed`` is what decoding and conversion (re-encoding to UTF-8,
+notebooks to scripts, HTML to text) added or removed, so that
+``bytes_in + bytes_changed = bytes_out + bytes_dropped`` holds for the shard.
+Entries that are not documents (:data:`codecorpus.ingest.plan.NOT_DOCUMENTS`) go to
+``MapResult.skipped`` instead of the drop log.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import pyarrow as pa
 from codecorpus import schema
 from codecorpus.config import IngestConfig
 from codecorpus.ingest import docs, exclusions, notebook, repometa
+from codecorpus.ingest.plan import NOT_DOCUMENTS
 from codecorpus.ingest.refs import ArchiveRef, FileRef, RecordRef, Unit
 from codecorpus.stage import MapResult
 
@@ -51,19 +60,36 @@ class Collector:
     skip_dirs: frozenset[str] = frozenset()
     docs: dict[str, list] = field(default_factory=lambda: defaultdict(list))
     drops: list[tuple[Origin, int, str, str | None]] = field(default_factory=list)
+    skipped: list[tuple[Origin, int, str, str | None]] = field(default_factory=list)
     expanded: int = 0
+    bytes_read: int = 0
+    """Input bytes of every document row so far (kept and dropped)."""
+    bytes_changed: int = 0
+
+    def entries(self) -> int:
+        """Rows and skipped entries so far (what a container reader enumerated)."""
+        return len(self.drops) + len(self.skipped) + len(self.docs.get(schema.ID, []))
 
     def drop(self, origin: Origin, size: int, reason: str, detail: str | None = None) -> None:
+        if reason in NOT_DOCUMENTS:
+            self.skipped.append((storable_origin(origin), size, reason, detail))
+            return
         self.drops.append((storable_origin(origin), size, reason, detail))
+        self.bytes_read += size
 
-    def add_bytes(self, origin: Origin, data: bytes) -> None:
-        """Decode, exclude, convert and append one document (or its drop row)."""
+    def add_bytes(self, origin: Origin, data: bytes, size: int | None = None) -> None:
+        """Decode, exclude, convert and append one document (or its drop row).
+
+        ``size`` is the document's input size when the plan knows it (a file's size when
+        listed); what was read is measured against it.
+        """
+        size = len(data) if size is None else size
         if not data:
-            return self.drop(origin, 0, "empty")
+            return self.drop(origin, size, "empty")
         text, encoding, detail = exclusions.decode(data, self.min_encoding_evidence)
         if text is None:
-            return self.drop(origin, len(data), "binary" if encoding == "binary" else "undecodable", detail)
-        self.add_text(origin, text, encoding, len(data))
+            return self.drop(origin, size, "binary" if encoding == "binary" else "undecodable", detail)
+        self.add_text(origin, text, encoding, size)
         return None
 
     def add_text(self, origin: Origin, text: str, encoding: str, size: int) -> None:
@@ -84,6 +110,8 @@ class Collector:
         if not text.strip():
             return self.drop(origin, size, "empty", "whitespace only")
         data = text.encode("utf-8", "surrogatepass")
+        self.bytes_read += size
+        self.bytes_changed += len(data) - size
         row = {
             schema.ID: schema.document_id(origin.source, origin.repo, origin.path, origin.revision),
             schema.SOURCE: origin.source,
@@ -121,7 +149,8 @@ class Collector:
         meta = repometa.columns(self.docs.get(schema.REPO, []), self.docs.get("_meta", []))
         for name, arr in meta.items():
             table = table.append_column(pa.field(name, arr.type), arr)
-        result = MapResult(table, _drop_table(self.drops))
+        result = MapResult(table, _drop_table(self.drops), bytes_changed=self.bytes_changed,
+                           skipped=_drop_table(self.skipped))
         if self.expanded:
             result.counters[schema.EXPANDED_ROWS] = self.expanded
         return result
@@ -166,18 +195,29 @@ def read_shard(refs: list[Unit], cfg: IngestConfig | None = None) -> MapResult:
         cfg.min_encoding_evidence, cfg.exclude_generated, frozenset(cfg.vendored_dirs), frozenset(cfg.skip_dirs)
     )
     git_blobs = _prefetch_git([r for r in refs if isinstance(r, FileRef) and r.store == "git" and r.skip is None])
+    expanded_bytes = 0
     for ref in refs:
-        if isinstance(ref, ArchiveRef):
-            from codecorpus.ingest import archive
-
-            archive.read_archive(ref, out)
-        elif isinstance(ref, RecordRef):
-            from codecorpus.ingest import records
-
-            records.read_records(ref, out)
+        if isinstance(ref, ArchiveRef | RecordRef):
+            before = out.bytes_read
+            _read_container(ref, out)
+            expanded_bytes += out.bytes_read - before  # the plan sized the container, not its documents
         else:
             _read_file(ref, out, git_blobs)
-    return out.result()
+    result = out.result()
+    if expanded_bytes:
+        result.counters[schema.EXPANDED_BYTES] = expanded_bytes
+    return result
+
+
+def _read_container(ref: ArchiveRef | RecordRef, out: Collector) -> None:
+    if isinstance(ref, ArchiveRef):
+        from codecorpus.ingest import archive
+
+        archive.read_archive(ref, out)
+    else:
+        from codecorpus.ingest import records
+
+        records.read_records(ref, out)
 
 
 def origin_of(ref: FileRef) -> Origin:
@@ -192,7 +232,7 @@ def _read_file(ref: FileRef, out: Collector, git_blobs: dict[tuple[str, str], by
         blob = git_blobs.get((ref.container, ref.key), "missing")
         if isinstance(blob, str):
             return out.drop(origin, ref.size, blob)
-        return out.add_bytes(origin, blob)
+        return out.add_bytes(origin, blob, ref.size)
     if ref.store == "s3":
         from codecorpus.ingest import s3
 
@@ -201,7 +241,7 @@ def _read_file(ref: FileRef, out: Collector, git_blobs: dict[tuple[str, str], by
         data, reason, detail = _read_local(ref)
     if reason is not None:
         return out.drop(origin, ref.size, reason, detail)
-    return out.add_bytes(origin, data)
+    return out.add_bytes(origin, data, ref.size)
 
 
 def _read_local(ref: FileRef) -> tuple[bytes, str | None, str | None]:

@@ -115,7 +115,7 @@ class Repository:
     files: tuple[str, ...] | None = None
     """Explicit file list (relative paths), e.g. a distribution's RECORD; None = walk ``root``."""
     exclude: tuple[str, ...] = ()
-    """Relative directory paths under ``root`` logged as one ``skipped_dir`` drop each, not read."""
+    """Relative directory paths under ``root`` logged as one ``skipped_dir`` entry each (not a document), not read."""
     license_method: str = "unknown"
     kind: str = "code"
     meta: str = ""

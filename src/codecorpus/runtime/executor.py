@@ -162,7 +162,7 @@ class Executor:
         ctx = self._ctx("ingest")
         jobs = [
             (schema.shard_name(i), tasks.ingest_task, ctx, i,
-             functools.partial(ingest_read.read_shard, refs, self.recipe.stages.ingest), sum(r.size for r in refs if r.skip is None), len(refs))
+             functools.partial(ingest_read.read_shard, refs, self.recipe.stages.ingest), ingest_plan.document_bytes(refs), len(refs))
             for i, refs in enumerate(shards)
         ]
         return self._finish_shard_stage("ingest", jobs)
