@@ -25,6 +25,7 @@ from codecorpus.config import GitSource
 from codecorpus.ingest import git
 from codecorpus.manifests import manifest as mf
 from codecorpus.model import RecipeError, config_hash
+from codecorpus.packing.spec import merge_small_shards
 from codecorpus.pipeline import tasks
 from codecorpus.pipeline.spec import Job, StageRun, StageSpec
 from codecorpus.sft import task as sfttask
@@ -187,7 +188,7 @@ def _pack_edit_set(run: StageRun) -> Path:
             (run.task, out, i, rendered, run.recipe.tokenizer), (str(run.run.part(rendered, i)),))
         for i in range(run.shard_count(rendered))
     ])
-    return ttask.write_edit_manifest(run.run, run.recipe, packed)
+    return ttask.write_edit_manifest(run.run, run.recipe, packed, merge_small_shards(run, out, packed))
 
 
 def output_parts(recipe: Any) -> list[Any]:

@@ -28,7 +28,7 @@ from codecorpus import schema
 from codecorpus.config import Recipe, recipe_hash
 from codecorpus.manifests import manifest as mf
 from codecorpus.manifests import megatron
-from codecorpus.packing.task import tokenizer_config_record
+from codecorpus.packing.task import EmittedShards, tokenizer_config_record
 from codecorpus.pipeline.tasks import (
     TaskContext,
     finish_shard,
@@ -159,18 +159,21 @@ TASKS_DIR = "tasks"
 # --- the edit set's manifest ------------------------------------------------------------------
 
 
-def write_edit_manifest(run: schema.RunPaths, recipe: Recipe, shard_stats: list[dict[str, Any]]) -> Path:
-    """The edit set's manifest: an SFT set (loss on the target only) of ``edit`` examples."""
+def write_edit_manifest(
+    run: schema.RunPaths, recipe: Recipe, shard_stats: list[dict[str, Any]], emitted: EmittedShards
+) -> Path:
+    """The edit set's manifest over the emitted shards: an SFT set (loss on the target only) of
+    ``edit`` examples."""
     out, tok_cfg, stages = sft_output(recipe), recipe.tokenizer, recipe.stages
-    records = [mf.ShardRecord(**s["set"]["record"]) for s in shard_stats if s["set"]["record"]]
     tokenizer = load_tokenizer(tok_cfg)
     template = choose_template(stages.sft_render, tok_cfg)
     manifest = mf.build_set_manifest(
-        name=out.name, set_dir=run.set_dir(out.name), shards=records,
+        name=out.name, set_dir=run.set_dir(out.name), shards=emitted.records,
         tokenizer={**tokenizer.fingerprint(), "config": tokenizer_config_record(run, tok_cfg),
                    "chat_template_sha256": template.sha256},
         token_dtype=megatron.token_dtype(tokenizer.vocab_size).name, seq_len=out.seq_len,
-        packing={"algorithm": "bfd", "truncated_documents": 0, "padding_stored": False},
+        packing={"algorithm": "bfd", "truncated_documents": 0, "padding_stored": False,
+                 "merged_shards": emitted.merged},
         recipe_hash=recipe_hash(recipe),
         provenance={"sources": [s.model_dump(mode="json") for s in recipe.sources], "stages": stages.enabled(),
                     "seed": recipe.seed},
