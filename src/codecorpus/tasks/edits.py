@@ -199,7 +199,9 @@ def run(table: pa.Table, cfg: EditSetConfig) -> MapResult:
         table.take(pa.array([d[0] for d in drops], pa.int64())), STAGE, [d[1] for d in drops],
         detail=[d[2] for d in drops],
     )
-    return MapResult(out, dropped)
+    # a commit's bytes are its diff's, an example's its messages': the conversion changes them
+    converted = sum(table.column(schema.BYTES).to_pylist()) - sum(dropped.column(schema.BYTES).to_pylist())
+    return MapResult(out, dropped, bytes_changed=sum(r[schema.BYTES] for r in rows) - converted)
 
 
 def run_training(table: pa.Table, cfg: EditSetConfig, eval_after: dt.datetime | None) -> MapResult:
@@ -208,4 +210,5 @@ def run_training(table: pa.Table, cfg: EditSetConfig, eval_after: dt.datetime | 
     train, held = time_split(table, eval_after)
     result = run(train, cfg)
     holdout = schema.drops_from_rows(held, STAGE, "eval_holdout", detail=[f"committed after {eval_after}"] * held.num_rows)
-    return MapResult(result.table, pa.concat_tables([result.dropped, holdout]), result.counters)
+    return MapResult(result.table, pa.concat_tables([result.dropped, holdout]), result.counters,
+                     bytes_changed=result.bytes_changed)
