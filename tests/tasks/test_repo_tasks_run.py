@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -152,8 +154,6 @@ def test_run_manifest_lists_the_task_outputs_and_verify_checks_them(finished, tm
     assert m["files"]["tasks"]["records"] == len(records(finished, swebench.TRAIN_FILE))
     result = CliRunner().invoke(app, ["manifest", "verify", str(finished)])
     assert result.exit_code == 0, result.output
-    import shutil
-
     copy = tmp_path / "copy"
     shutil.copytree(finished, copy)
     with (copy / "tasks" / "tasks.jsonl").open("a") as f:
@@ -173,6 +173,20 @@ def test_report_has_the_tasks_funnel_and_distributions(finished):
     assert sum(langs.values()) == funnel["task candidates"]
     assert {r["metric"] for r in dist} == {"patch_lines", "patch_files", "description_chars", "lang"}
     assert "Tasks from repository history" in (finished / "report" / "index.html").read_text()
+
+
+def test_report_page_draws_every_chart_in_chromium(finished, tmp_path):
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("no chromium on PATH: install Debian's `chromium` package (.ci/run does)")
+    page = finished / "report" / "index.html"
+    done = subprocess.run([
+        browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-extensions", "--no-first-run", "--disable-dev-shm-usage", f"--user-data-dir={tmp_path}",
+        "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000", "--dump-dom", page.as_uri(),
+    ], capture_output=True, text=True, timeout=180, check=True)  # fmt: skip
+    charts = page.read_text().count('<div class="chart" data-spec=')
+    assert charts >= 2 and f'data-charts-drawn="{charts}"' in done.stdout and "Uncaught" not in done.stderr
 
 
 def test_same_bytes_with_one_and_two_workers_and_a_rerun_skips_everything(repos, finished, tmp_path):

@@ -5,8 +5,9 @@
     tasks_distributions   per split: tasks by diff size (changed code lines), files changed and
                           description length (log2 bins), and by language (from ``RUN/tasks/*.jsonl``)
 
-Drops by reason are in the report's drops table, like every stage's. Nothing here is
-computed twice: the counts are the stages' own, the distributions the task files' fields.
+The section also sums the drops table (every stage's drop log) by stage and reason.
+Nothing is computed twice: the counts are the stages' own, the distributions the task
+files' fields.
 """
 
 from __future__ import annotations
@@ -107,6 +108,12 @@ def section(page: Page, tables: dict[str, pa.Table]) -> None:
              "examples; every drop and its reason is in the drops section."),
         chart, table_html(funnel, ["what", "stage", "count"], csv_name="tasks_funnel"),
     ]
+    drops: dict[tuple[str, str], int] = {}
+    for r in rows_of(tables["drops"]):
+        drops[r["stage"], r["reason"]] = drops.get((r["stage"], r["reason"]), 0) + r["docs"]
+    parts += [note("Commits dropped, by stage and reason."),
+              table_html([{"stage": k[0], "reason": k[1], "commits": n} for k, n in drops.items()],
+                         ["stage", "reason", "commits"], csv_name="drops")]
     for metric, title in (*METRICS.items(), ("lang", "language")):
         rows = [r for r in dist if r["metric"] == metric]
         cols = ["split", "lang", "tasks"] if metric == "lang" else ["split", "bin_lo", "bin_hi", "tasks"]

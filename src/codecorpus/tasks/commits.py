@@ -472,7 +472,8 @@ def _license_at(state: _Slice, sha: str) -> tuple[str, str]:
 
 
 def read_slice_table(sl: CommitSlice, cfg: CommitsConfig) -> MapResult:
-    """All batches of a slice concatenated (tests and small slices)."""
+    """All batches of a slice concatenated: the commits task (a slice is at most
+    ``commits_per_slice`` commits) and tests."""
     tables, drops, counters = [], [], Counter()
     for batch in read_slice(sl, cfg):
         tables.append(batch.table)
