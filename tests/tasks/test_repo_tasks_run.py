@@ -220,3 +220,33 @@ def test_shipped_recipe_loads_and_names_a_repository():
     src = Path(r.sources[0].path)
     assert src == SHIPPED.parents[1] and (src / ".git").exists()
     assert r.stages.task_outputs.eval_after is not None and r.outputs[0].kind == "sft"
+
+
+def test_a_changed_task_setting_redoes_the_sink_only(repos, finished, tmp_path):
+    import shutil
+
+    run_dir = tmp_path / "changed"
+    shutil.copytree(finished, run_dir)
+    data = recipe(repos[0])
+    data["stages"]["task_outputs"] = {"eval_after": EVAL_AFTER, "version": "2.0"}
+    result = Executor(load_recipe_data(data), run_dir, quiet=True).run_pipeline()
+    ran = {s.name: s.ran_tasks for s in result.stages}
+    assert ran.pop("task_outputs") > 0 and set(ran.values()) == {0}
+    assert {r["version"] for r in records(run_dir, swebench.TRAIN_FILE)} == {"2.0"}
+    def shard_files(root: Path) -> dict[str, bytes]:  # the manifest holds the recipe's hash: it differs
+        return {p.name: p.read_bytes() for p in (root / "shards" / "edit").iterdir() if p.name != "manifest.json"}
+
+    assert shard_files(run_dir) == shard_files(finished)  # repacked: the same bytes
+    assert CliRunner().invoke(app, ["manifest", "verify", str(run_dir)]).exit_code == 0
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"sources": [{"type": "local", "name": "x", "path": "."}]}, "takes only `type: git` sources"),
+    ({"stages": {"commits": {}, "tokenize": {}}}, "do not run on commits"),
+    ({"stages": {"commits": {}, "sft_render": {}}}, "stages.sft_render needs stages.edit_set"),
+])  # fmt: skip
+def test_a_commits_recipe_is_checked_when_it_loads(repos, change, message):
+    from codecorpus.model import RecipeError
+
+    with pytest.raises(RecipeError, match=message):
+        load_recipe_data({**recipe(repos[0]), **change})
