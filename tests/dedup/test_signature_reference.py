@@ -94,7 +94,7 @@ def _ref_ngram_hashes(tokens: np.ndarray, token_offsets: np.ndarray, ngram: int)
 
 
 def _reference_shingles(texts: list[str], ngram: int) -> tuple[np.ndarray, np.ndarray]:
-    data, offsets = sh._utf8_buffer(pa.array(texts, pa.large_string()))
+    data, offsets = sh._utf8_buffer(texts if isinstance(texts, pa.Array) else pa.array(texts, pa.large_string()))
     with np.errstate(over="ignore"):
         starts, ends = _ref_token_spans(data, offsets)
         tokens = _ref_token_hashes(data, starts, ends)
@@ -125,7 +125,7 @@ EDGE_CASES = [
 def _corpus() -> list[str]:
     files = sorted(p for p in STDLIB.glob("*.py") if p.stat().st_size < 200_000)[:150]
     texts = [p.read_text(encoding="utf-8", errors="replace") for p in files]
-    big = "\n".join(texts[:40])  # one document larger than the shingler's chunk
+    big = "\n".join(texts[:100])  # one document larger than the shingler's chunk
     return [*EDGE_CASES, *texts[:60], big, *EDGE_CASES, *texts[60:]]
 
 
@@ -136,6 +136,15 @@ def test_shingles_equal_the_reference_on_real_code(ngram):
     got = sh.shingle_texts(pa.array(texts, pa.large_string()), ngram)
     assert np.array_equal(got.offsets, want_offsets)
     assert got.hashes.dtype == np.uint64 and np.array_equal(got.hashes, want_hashes)
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 5_000, 1 << 40])
+def test_shingles_do_not_depend_on_the_internal_chunk_size(monkeypatch, chunk_bytes):
+    texts = _corpus()
+    want_hashes, want_offsets = _reference_shingles(texts, 5)
+    monkeypatch.setattr(sh, "CHUNK_BYTES", chunk_bytes)
+    got = sh.shingle_texts(texts, 5)
+    assert np.array_equal(got.offsets, want_offsets) and np.array_equal(got.hashes, want_hashes)
 
 
 def test_shingles_equal_the_reference_on_sliced_and_chunked_columns():

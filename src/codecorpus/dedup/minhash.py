@@ -19,6 +19,7 @@ pinned to one thread (``RAYON_NUM_THREADS``) unless the caller set it.
 
 from __future__ import annotations
 
+import itertools
 import os
 from typing import Literal
 
@@ -54,8 +55,9 @@ def _rensa_signatures(shingles: Shingles, num_perm: int, seed: int) -> np.ndarra
     matrix = rensa.RMinHash.digest_matrix_from_flat_token_hashes(
         np.ascontiguousarray(shingles.hashes, np.uint64), shingles.offsets.astype(np.uint64), num_perm, seed
     )
-    rows = np.array(matrix.to_rows(), dtype=np.uint32).reshape(n_docs, num_perm)
-    return rows
+    # to_rows is the matrix's only exit (a list per row); fromiter skips numpy's nested-list parsing
+    flat = np.fromiter(itertools.chain.from_iterable(matrix.to_rows()), np.uint32, n_docs * num_perm)
+    return flat.reshape(n_docs, num_perm)
 
 
 def datasketch_permutations(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
