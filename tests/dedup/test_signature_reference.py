@@ -151,7 +151,8 @@ def test_shingles_equal_the_reference_on_sliced_and_chunked_columns():
     texts = _corpus()
     sliced = pa.array(texts, pa.string()).slice(7, 120)
     chunked = pa.chunked_array([pa.array(texts[:50], pa.string()), pa.array(texts[50:], pa.string())])
-    for column, subset in [(sliced, texts[7:127]), (chunked, texts)]:
+    empty = pa.array([], pa.string())
+    for column, subset in [(sliced, texts[7:127]), (chunked, texts), (empty, []), (sliced.slice(3, 0), [])]:
         want_hashes, want_offsets = _reference_shingles(subset, 5)
         got = sh.shingle_texts(column, 5)
         assert np.array_equal(got.offsets, want_offsets) and np.array_equal(got.hashes, want_hashes)

@@ -218,11 +218,14 @@ def shingle_texts(texts: pa.Array | pa.ChunkedArray | list[str], ngram: int = 5)
             parts.append(_shingle_buffer(data[lo : offsets[d1]], offsets[d0 : d1 + 1] - lo, ngram))
     if len(parts) == 1:
         return parts[0]
-    return _concatenated(parts, len(offsets) - 1)
+    return _concatenated(parts)
 
 
-def _concatenated(parts: list[Shingles], n_docs: int) -> Shingles:
-    offsets = np.zeros(n_docs + 1, np.int64)
-    np.cumsum(np.concatenate([p.counts() for p in parts]), out=offsets[1:])
-    hashes = np.concatenate([p.hashes for p in parts]) if parts else np.zeros(0, _U64)
-    return Shingles(hashes, offsets)
+def _concatenated(parts: list[Shingles]) -> Shingles:
+    """One batch's shingles from its chunks' (the documents of ``parts`` in order)."""
+    if not parts:
+        return Shingles(np.zeros(0, _U64), np.zeros(1, np.int64))
+    counts = np.concatenate([p.counts() for p in parts])
+    offsets = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return Shingles(np.concatenate([p.hashes for p in parts]), offsets)
