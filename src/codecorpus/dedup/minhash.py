@@ -4,8 +4,10 @@ Two engines, one contract (``num_perm`` uint32 values per document, seeded
 from the recipe seed, empty documents get all-``EMPTY`` rows):
 
 - ``rensa`` (default): rensa's ``RMinHash`` kernel (Rust) over the flat
-  uint64 shingle buffer and row offsets, no Python object per document or
-  token. ~100M shingle x 256-permutation updates per second per core.
+  uint64 shingle buffer and row offsets, no Python object per token. The
+  kernel is a few percent of the signature step; the matrix leaves through
+  ``to_rows`` (one list per document, the only exit rensa 0.5 has), which
+  costs about as much again.
 - ``numpy``: datasketch's ``affine32`` scheme re-done in numpy: the low 32
   bits of each shingle hash, MurmurHash3's fmix32, then ``a*h + b mod 2^32``
   with datasketch's own permutation parameters for the seed. Bit-for-bit
