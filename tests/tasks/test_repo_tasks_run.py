@@ -250,3 +250,14 @@ def test_a_commits_recipe_is_checked_when_it_loads(repos, change, message):
 
     with pytest.raises(RecipeError, match=message):
         load_recipe_data({**recipe(repos[0]), **change})
+
+
+def test_a_walk_without_commits_is_a_recipe_error_before_any_work(repos, tmp_path):
+    from codecorpus.model import RecipeError
+
+    data = recipe(repos[0])
+    data["sources"] = [{"type": "git", "name": "one", "path": str(repos[0] / "acme" / "proj")}]
+    data["stages"]["commits"] = {"until": "2001-01-01T00:00:00"}
+    with pytest.raises(RecipeError, match=r"stages\.commits: no commit"):
+        Executor(load_recipe_data(data), tmp_path / "none", quiet=True).run_pipeline()
+    assert not (tmp_path / "none" / "commits").exists()

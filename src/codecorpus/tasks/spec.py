@@ -85,6 +85,9 @@ def plan_commits(recipe: Any) -> tuple[list[Shard], str]:
     a new commit on a branch moves its tip, which redoes the stages."""
     cfg = recipe.stages.commits
     shards = [sh for src in recipe.sources for sh in _source_shards(src, cfg)]
+    if not shards:
+        raise RecipeError("stages.commits: no commit of any repository is in the walk: widen since / until, "
+                          "or check each source's revision")  # fmt: skip
     return shards, config_hash([_fingerprint(sh) for sh in shards])
 
 
