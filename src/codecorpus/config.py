@@ -473,8 +473,11 @@ def recipe_to_yaml(recipe: Recipe) -> str:
 
 
 def recipe_hash(recipe: Recipe) -> str:
-    """Identity of what a recipe produces: everything but where and how wide it runs."""
-    return config_hash(recipe.model_dump(mode="json", exclude={"out", "workers"}))
+    """Identity of what a recipe produces: everything but where and how wide it runs, and
+    the stages it leaves out (so a stage added to codecorpus changes no other recipe's hash)."""
+    data = recipe.model_dump(mode="json", exclude={"out", "workers"})
+    data["stages"] = {name: cfg for name, cfg in data["stages"].items() if cfg is not None}
+    return config_hash(data)
 
 
 __all__ = [
