@@ -1,0 +1,113 @@
+"""Commits per second per core: codecorpus's commits source against raw ``git log -p --numstat``.
+
+Both walk the same commits of the same repositories (first-parent, as the
+source does by default). The peer is git alone writing its log with patches,
+raw entries and numstat to /dev/null (the least any miner of history pays);
+codecorpus parses that same stream into Arrow rows, reads before-images and
+licenses, and applies its drop rules. CPU seconds (this process plus its git
+children) give the per-core rate; wall seconds are printed too.
+
+Repositories: the project's own history (cloned bare into a temp dir), any
+given on the command line, and with ``--synthetic N`` a generated one of N
+commits (``git fast-import``: a few files edited per commit, tests beside code).
+Goal: codecorpus within 2x of git. Measure on an idle machine.
+
+    python bench/commits_bench.py [--synthetic 2000] [REPO ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from codecorpus.tasks.commits import Repository, plan_slices, read_slice
+from codecorpus.tasks.config import CommitsConfig
+from codecorpus.tasks.gitlog import GIT_ENV
+
+
+def cpu_seconds() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def own_history(tmp: Path) -> Path:
+    top = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse", "--show-toplevel"],
+                         capture_output=True, check=True).stdout.decode().strip()  # fmt: skip
+    dest = tmp / "own.git"
+    subprocess.run(["git", "clone", "-q", "--bare", "--no-local", top, str(dest)], check=True)
+    return dest
+
+
+def synthetic(tmp: Path, commits: int) -> Path:
+    """A repository of ``commits`` commits, each editing a code file and its test (git fast-import)."""
+    dest = tmp / "synthetic.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(dest)], check=True)
+    lines: list[bytes] = []
+    files = {f"pkg/mod{i}.py": [f"def f{i}_{j}():\n    return {j}\n" for j in range(20)] for i in range(20)}
+    for n in range(commits):
+        i = n % 20
+        code = files[f"pkg/mod{i}.py"]
+        code[n % len(code)] = f"def f{i}_{n}():\n    return {n} * 2\n"
+        test = f"from pkg.mod{i} import *\n\n\ndef test_{n}():\n    assert True\n"
+        body = f"Change f{i} for case {n}\n\nMake the function return twice the value.\n".encode()
+        lines.append(b"commit refs/heads/main\n")
+        lines.append(f"committer Dev <dev@example.com> {1700000000 + n * 60} +0000\n".encode())
+        lines.append(b"data %d\n%s\n" % (len(body), body))
+        for path, text in ((f"pkg/mod{i}.py", "".join(code)), (f"tests/test_mod{i}.py", test)):
+            data = text.encode()
+            lines.append(b"M 100644 inline %s\ndata %d\n%s\n" % (path.encode(), len(data), data))
+    subprocess.run(["git", f"--git-dir={dest}", "fast-import", "--quiet"], input=b"".join(lines), check=True)
+    subprocess.run(["git", f"--git-dir={dest}", "symbolic-ref", "HEAD", "refs/heads/main"], check=True)
+    return dest
+
+
+def git_raw(gitdir: str) -> tuple[float, float]:
+    wall, cpu = time.perf_counter(), cpu_seconds()
+    subprocess.run(["git", f"--git-dir={gitdir}", "log", "--first-parent", "-p", "--numstat", "--raw", "-M", "HEAD"],
+                   stdout=subprocess.DEVNULL, env=GIT_ENV, check=True)  # fmt: skip
+    return time.perf_counter() - wall, cpu_seconds() - cpu
+
+
+def codecorpus_walk(gitdir: str, max_commits: int | None = None) -> tuple[float, float, int, int]:
+    cfg = CommitsConfig(max_commits_per_repo=max_commits)
+    wall, cpu = time.perf_counter(), cpu_seconds()
+    commits = rows = 0
+    for sl in plan_slices([Repository("bench", Path(gitdir).name, gitdir)], cfg):
+        for batch in read_slice(sl, cfg):
+            commits += batch.table.num_rows + batch.dropped.num_rows
+            rows += batch.table.num_rows
+    return time.perf_counter() - wall, cpu_seconds() - cpu, commits, rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("repos", nargs="*", help="more git directories to measure")
+    parser.add_argument("--synthetic", type=int, default=0, help="also a generated repository of N commits")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        repos = [own_history(Path(tmp)), *map(Path, args.repos)]
+        if args.synthetic:
+            repos.append(synthetic(Path(tmp), args.synthetic))
+        codecorpus_walk(str(repos[0]), max_commits=5)  # imports and first-use costs are once per worker, not per commit
+        total = {"git_cpu": 0.0, "cc_cpu": 0.0, "commits": 0}
+        print(f"{'repository':<24}{'commits':>9}{'rows':>7}{'git c/s/core':>15}{'codecorpus c/s/core':>22}{'ratio':>8}")
+        for repo in repos:
+            _, git_cpu = git_raw(str(repo))
+            _, cc_cpu, commits, rows = codecorpus_walk(str(repo))
+            total["git_cpu"] += git_cpu
+            total["cc_cpu"] += cc_cpu
+            total["commits"] += commits
+            print(f"{repo.name:<24}{commits:>9}{rows:>7}{commits / max(git_cpu, 1e-9):>15.0f}"
+                  f"{commits / max(cc_cpu, 1e-9):>22.0f}{cc_cpu / max(git_cpu, 1e-9):>8.2f}")  # fmt: skip
+        ratio = total["cc_cpu"] / max(total["git_cpu"], 1e-9)
+        print(f"all: {total['commits']} commits; codecorpus costs {ratio:.2f}x git's CPU per commit (goal <= 2x)")
+
+
+if __name__ == "__main__":
+    main()

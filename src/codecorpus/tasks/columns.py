@@ -1,0 +1,148 @@
+"""The commit row and the task-candidate columns, defined once for the tasks part.
+
+A commit row carries the drop-log columns (``id``, ``source``, ``repo``,
+``path``, ``lang``, ``bytes``) so drops and stats work unchanged: ``path`` is
+the commit sha, ``lang`` the language with the most changed lines, ``bytes``
+the size of the unified diff.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from codecorpus import schema
+
+SHA = "sha"
+PARENTS = "parents"
+AUTHOR_NAME = "author_name"
+AUTHOR_EMAIL = "author_email"
+AUTHOR_DATE = "author_date"
+COMMITTER_DATE = "committer_date"
+SUBJECT = "subject"
+BODY = "body"
+MESSAGE_ENCODING = "message_encoding"
+FILES = "files"
+DIFF = "diff"
+BEFORE = "before_files"
+BEFORE_SKIPPED = "before_skipped"
+LINES_ADDED = "lines_added"
+LINES_DELETED = "lines_deleted"
+
+# statuses of a changed file (git's A/M/D/R/C, and mode or type changes)
+STATUSES = ("add", "modify", "delete", "rename", "copy", "mode")
+
+FILE_TYPE = pa.struct(
+    [
+        pa.field("path", pa.string()),
+        pa.field("old_path", pa.string()),
+        pa.field("status", pa.string()),
+        pa.field("old_mode", pa.string()),
+        pa.field("new_mode", pa.string()),
+        pa.field("old_oid", pa.string()),
+        pa.field("new_oid", pa.string()),
+        pa.field("added", pa.int32()),
+        pa.field("deleted", pa.int32()),
+        pa.field("binary", pa.bool_()),
+        pa.field("lang", pa.string()),
+        pa.field("excluded", pa.string()),
+    ]
+)
+"""``excluded`` is ingest's reason for a file that is not code (vendored, lockfile, binary,
+generated, submodule ...), null for a code file; ``added``/``deleted`` are numstat's counts."""
+
+BEFORE_TYPE = pa.struct([pa.field("path", pa.string()), pa.field("text", pa.large_string())])
+SKIPPED_TYPE = pa.struct([pa.field("path", pa.string()), pa.field("reason", pa.string())])
+
+COMMIT_SCHEMA = pa.schema(
+    [
+        pa.field(schema.ID, pa.string(), nullable=False),
+        pa.field(schema.SOURCE, pa.string(), nullable=False),
+        pa.field(schema.REPO, pa.string(), nullable=False),
+        pa.field(schema.PATH, pa.string(), nullable=False),
+        pa.field(schema.LANG, pa.string(), nullable=False),
+        pa.field(schema.BYTES, pa.int64(), nullable=False),
+        pa.field(SHA, pa.string(), nullable=False),
+        pa.field(PARENTS, pa.list_(pa.string()), nullable=False),
+        pa.field(AUTHOR_NAME, pa.string(), nullable=False),
+        pa.field(AUTHOR_EMAIL, pa.string(), nullable=False),
+        pa.field(AUTHOR_DATE, pa.timestamp("s", tz="UTC"), nullable=False),
+        pa.field(COMMITTER_DATE, pa.timestamp("s", tz="UTC"), nullable=False),
+        pa.field(SUBJECT, pa.string(), nullable=False),
+        pa.field(BODY, pa.large_string(), nullable=False),
+        pa.field(MESSAGE_ENCODING, pa.string(), nullable=False),
+        pa.field(FILES, pa.list_(FILE_TYPE), nullable=False),
+        pa.field(LINES_ADDED, pa.int64(), nullable=False),
+        pa.field(LINES_DELETED, pa.int64(), nullable=False),
+        pa.field(DIFF, pa.large_string(), nullable=False),
+        pa.field(BEFORE, pa.list_(BEFORE_TYPE), nullable=False),
+        pa.field(BEFORE_SKIPPED, pa.list_(SKIPPED_TYPE), nullable=False),
+        pa.field(schema.LICENSE, pa.string(), nullable=False),
+        pa.field(schema.LICENSE_METHOD, pa.string(), nullable=False),
+    ]
+)
+"""One row per kept commit. ``before_files`` holds the before-images of the changed text
+files (up to the caps); ``before_skipped`` names the changed text files left out and why
+(``too_large``, ``commit_cap``, ``undecodable``, ``missing``)."""
+
+# --- commit_filters score columns -----------------------------------------------------
+MESSAGE_CHARS = "message_chars"
+MESSAGE_WORDS = "message_words"
+IMPERATIVE = "imperative"
+BOILERPLATE = "boilerplate"
+HAS_URL = "has_url"
+ISSUE_REFS = "issue_refs"
+FILES_CHANGED = "files_changed"
+CODE_BEFORE_BYTES = "code_before_bytes"
+LICENSE_PERMISSIVE = "license_permissive"
+
+# --- commit_dedup columns -------------------------------------------------------------
+PATCH_ID = "patch_id"
+DUP_CLUSTER = schema.DUP_CLUSTER
+DUP_CLUSTER_SIZE = schema.DUP_CLUSTER_SIZE
+
+# --- task_candidates columns ----------------------------------------------------------
+PATCH = "patch"
+TEST_PATCH = "test_patch"
+TEST_FILES = "test_files"
+DESCRIPTION_CHARS = "description_chars"
+PATCH_LINES = "patch_lines"
+PATCH_FILES = "patch_files"
+PATCH_HUNKS = "patch_hunks"
+TEST_LINES = "test_lines"
+LANGS = "langs"
+
+STAGE_COLUMNS: dict[str, pa.DataType] = {
+    MESSAGE_CHARS: pa.int32(),
+    MESSAGE_WORDS: pa.int32(),
+    IMPERATIVE: pa.bool_(),
+    BOILERPLATE: pa.string(),
+    HAS_URL: pa.bool_(),
+    ISSUE_REFS: pa.int32(),
+    FILES_CHANGED: pa.int32(),
+    CODE_BEFORE_BYTES: pa.int64(),
+    LICENSE_PERMISSIVE: pa.bool_(),
+    PATCH_ID: pa.string(),
+    DUP_CLUSTER: pa.string(),
+    DUP_CLUSTER_SIZE: pa.int32(),
+    PATCH: pa.large_string(),
+    TEST_PATCH: pa.large_string(),
+    TEST_FILES: pa.list_(pa.string()),
+    DESCRIPTION_CHARS: pa.int32(),
+    PATCH_LINES: pa.int32(),
+    PATCH_FILES: pa.int32(),
+    PATCH_HUNKS: pa.int32(),
+    TEST_LINES: pa.int32(),
+    LANGS: pa.list_(pa.string()),
+}
+"""Types of the columns the tasks stages add (``boilerplate`` is the matched kind or null)."""
+
+
+def with_column(table: pa.Table, name: str, values: pa.Array | list) -> pa.Table:
+    """Add (or replace) a tasks stage column with its type from ``STAGE_COLUMNS``."""
+    typ = STAGE_COLUMNS[name]
+    arr = values if isinstance(values, pa.Array | pa.ChunkedArray) else pa.array(values, typ)
+    if arr.type != typ:
+        arr = arr.cast(typ)
+    if name in table.column_names:
+        return table.set_column(table.column_names.index(name), name, arr)
+    return table.append_column(pa.field(name, typ), arr)

@@ -1,0 +1,483 @@
+"""The commits source: repositories -> slices of their history -> one row per commit.
+
+Plan (:func:`plan_slices`): per repository, the tip is resolved to a sha and
+the walk (``git rev-list``, first-parent by default, within ``since`` /
+``until`` / ``max_commits_per_repo``) counted; it is cut into slices of
+``commits_per_slice`` commits (``--skip`` / ``--max-count`` of that walk), one
+task each. A slice is a few strings, so the plan is small for any history.
+
+Read (:func:`read_slice`): the slice's shas (at most ``commits_per_slice`` of
+them, 41 bytes each) and then one streamed ``git log`` over them
+(:mod:`codecorpus.tasks.gitlog`); rows come out as Arrow tables of
+``batch_rows`` rows, so a 100k-commit history is never in memory at once.
+Every listed commit is a row or a drop (``rows_in = rows_out + dropped``):
+
+- ``merge``, ``missing_parent`` (the boundary of a shallow clone: git shows it
+  parentless), ``bot_author``, ``empty``;
+- ``too_many_files``, ``diff_too_large`` (the diff, or git's whole record, over its cap);
+- ``undecodable_message`` / ``undecodable_path`` / ``undecodable_diff``: not
+  UTF-8 and no encoding detected with enough evidence (ingest's rule; with the
+  evidence they are transcoded and the encoding recorded);
+- ``submodule_bump``, and ``binary_only`` / ``vendored_only`` / ``lockfile_only`` /
+  ``generated_only`` / ``symlink_only`` (``excluded_only`` for a mix), from
+  ingest's exclusions applied to each changed file;
+- ``corrupt_object``: git log failed on the commit (a missing or corrupt
+  object); the walk restarts after it. ``unparsable``: git's output for the
+  commit did not parse.
+
+The license at each commit is detected (ingest's detector) from the top-level
+license/README files of its tree; the root tree is read only when the walk
+leaves the first-parent chain or the previous commit touched such a file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import subprocess
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from codecorpus import schema
+from codecorpus.ingest import exclusions, license
+from codecorpus.langid import languages
+from codecorpus.stage import MapResult
+from codecorpus.tasks import columns as C
+from codecorpus.tasks import gitlog
+from codecorpus.tasks.candidates import file_sections
+from codecorpus.tasks.config import CommitsConfig
+
+STAGE = "commits"
+_LICENSE_BLOB_CAP = 200_000
+_CONTENT_SNIFF_CHARS = 16_384  # of a file's diff, for ingest's generated/minified markers
+_BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
+_EXCLUDED_ONLY = {
+    "binary": "binary_only", "vendored": "vendored_only", "lockfile": "lockfile_only",
+    "protobuf_generated": "generated_only", "minified": "generated_only", "generated": "generated_only",
+    "symlink": "symlink_only", "submodule": "submodule_bump",
+}  # fmt: skip
+
+
+class GitError(RuntimeError):
+    """A git command of the plan failed; the message names the repository and the fix."""
+
+
+@dataclass(frozen=True)
+class Repository:
+    """A repository to mine: its source name, its name (``owner/name`` for SWE-bench ids), its git dir."""
+
+    source: str
+    repo: str
+    gitdir: str
+
+
+@dataclass(frozen=True)
+class CommitSlice:
+    """``count`` commits of ``repository``'s walk from ``tip``, after skipping ``skip``."""
+
+    repository: Repository
+    tip: str
+    skip: int
+    count: int
+
+
+def _git(gitdir: str, *args: str) -> str:
+    proc = subprocess.run(["git", f"--git-dir={gitdir}", *args], capture_output=True, env=gitlog.GIT_ENV, check=False)
+    if proc.returncode != 0:
+        raise GitError(f"git {' '.join(args[:2])} failed in {gitdir}: {proc.stderr.decode(errors='replace').strip()}")
+    return proc.stdout.decode()
+
+
+def walk_args(cfg: CommitsConfig) -> list[str]:
+    """``git rev-list`` options of the walk (first-parent, since, until)."""
+    args = ["--first-parent"] if cfg.first_parent else []
+    if cfg.since is not None:
+        args.append(f"--since={_epoch(cfg.since)}")
+    if cfg.until is not None:
+        args.append(f"--until={_epoch(cfg.until)}")
+    return args
+
+
+def _epoch(when: dt.datetime) -> int:
+    return int((when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)).timestamp())
+
+
+def plan_slices(repositories: list[Repository], cfg: CommitsConfig, revision: str = "HEAD") -> list[CommitSlice]:
+    """Slices of every repository's walk, in repository order then newest first."""
+    out = []
+    for repo in repositories:
+        try:
+            tip = _git(repo.gitdir, "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}").strip()
+        except GitError:
+            raise GitError(f"{repo.repo}: {revision!r} is not a commit of {repo.gitdir}; name a branch, tag or sha") from None
+        total = int(_git(repo.gitdir, "rev-list", "--count", *walk_args(cfg), tip).strip() or 0)
+        if cfg.max_commits_per_repo is not None:
+            total = min(total, cfg.max_commits_per_repo)
+        for skip in range(0, total, cfg.commits_per_slice):
+            out.append(CommitSlice(repo, tip, skip, min(cfg.commits_per_slice, total - skip)))
+    return out
+
+
+def slice_shas(sl: CommitSlice, cfg: CommitsConfig) -> list[str]:
+    out = _git(sl.repository.gitdir, "rev-list", *walk_args(cfg), f"--skip={sl.skip}", f"--max-count={sl.count}", sl.tip)
+    return out.split()
+
+
+def shallow_commits(gitdir: str) -> frozenset[str]:
+    """Commits whose parents a shallow clone does not have (git lists them in ``shallow``)."""
+    path = Path(gitdir) / "shallow"
+    return frozenset(path.read_text().split()) if path.exists() else frozenset()
+
+
+# --- one slice -------------------------------------------------------------------------
+
+
+class _Slice:
+    """State of one slice's read: rows and drops of the current batch, the license tracker."""
+
+    def __init__(self, sl: CommitSlice, cfg: CommitsConfig, objects: gitlog.ObjectReader) -> None:
+        self.sl, self.cfg, self.objects = sl, cfg, objects
+        self.repo = sl.repository
+        self.bots = re.compile("|".join(cfg.bot_authors), re.IGNORECASE) if cfg.bot_authors else None
+        self.vendored = frozenset(cfg.vendored_dirs)
+        self.shallow = shallow_commits(self.repo.gitdir)
+        self.rows: list[dict[str, Any]] = []
+        self.pending: tuple[str, dict[str, Any]] | None = None
+        self.drops: list[dict[str, Any]] = []
+        self.counters: Counter[str] = Counter()
+        self.licenses: dict[tuple, tuple[str, str]] = {}
+        # (sha, its license if known): the next commit of a first-parent walk and the license it must have
+        self.chain: tuple[str | None, tuple[str, str] | None] = (None, None)
+
+    def drop(self, sha: str, reason: str, detail: str | None = None, nbytes: int = 0, lang: str = schema.UNKNOWN) -> None:
+        self.add("drop", {
+            schema.ID: commit_id(self.repo, sha), schema.STAGE: STAGE, schema.REASON: reason, schema.LANG: lang,
+            schema.BYTES: nbytes, schema.SOURCE: self.repo.source, schema.REPO: self.repo.repo, schema.PATH: sha,
+            schema.DETAIL: detail, schema.SCORE: None, schema.THRESHOLD: None, schema.DUP_OF: None,
+        })  # fmt: skip
+
+    def add(self, kind: str, item: dict[str, Any]) -> None:
+        """Record one commit's outcome; the newest is held back until the next (git may yet disown it)."""
+        self.settle()
+        self.pending = (kind, item)
+
+    def settle(self) -> None:
+        if self.pending is not None:
+            kind, item = self.pending
+            (self.rows if kind == "row" else self.drops).append(item)
+            self.pending = None
+
+    def take_back(self) -> None:
+        """Forget the newest outcome: git failed on that commit after all."""
+        self.pending = None
+        self.chain = (None, None)
+
+    def batch(self) -> MapResult:
+        table = pa.Table.from_pylist(self.rows, schema=C.COMMIT_SCHEMA)
+        dropped = pa.Table.from_pylist(self.drops, schema=schema.DROP_SCHEMA)
+        result = MapResult(table, dropped, self.counters)
+        self.rows, self.drops, self.counters = [], [], Counter()
+        return result
+
+    def full(self) -> bool:
+        return len(self.rows) + len(self.drops) >= self.cfg.batch_rows
+
+
+def commit_id(repo: Repository, sha: str) -> str:
+    return schema.document_id(repo.source, repo.repo, sha, "commit")
+
+
+def read_slice(sl: CommitSlice, cfg: CommitsConfig) -> Iterator[MapResult]:
+    """Batches (rows, drops) of one slice, in walk order; every listed commit is in exactly one."""
+    shas = slice_shas(sl, cfg)
+    with gitlog.ObjectReader(sl.repository.gitdir) as objects:
+        state = _Slice(sl, cfg, objects)
+        state.counters["commits"] = len(shas)
+        pos = 0
+        while pos < len(shas):
+            pos = yield from _read_from(state, shas, pos)
+        state.settle()
+        if state.rows or state.drops or state.counters:
+            yield state.batch()
+
+
+def _read_from(state: _Slice, shas: list[str], pos: int) -> Iterator[MapResult]:
+    """Read ``shas[pos:]`` with one git log, yielding full batches; on a git failure drop the
+    commit it failed on. Returns the position to go on from (``len(shas)`` when done).
+    """
+    try:
+        for record in gitlog.stream_log(state.repo.gitdir, shas[pos:], state.cfg.max_record_bytes):
+            sha = record.sha if isinstance(record, gitlog.Oversized) else record[:40].decode("ascii", "replace")
+            if pos >= len(shas) or sha != shas[pos]:  # --no-walk=unsorted keeps the order given
+                raise gitlog.LogFailed(f"git log gave {sha} where {shas[pos] if pos < len(shas) else 'nothing'} was due")
+            _one_record(state, record)
+            pos += 1
+            if state.full():
+                yield state.batch()
+    except gitlog.LogFailed as err:
+        # git may die before or after writing the failing commit's header (rename detection reads blobs
+        # before it): the last commit read is the culprit if it fails alone, else the next one is
+        if pos > 0 and _fails_alone(state, shas[pos - 1]):
+            pos -= 1
+            state.take_back()
+        state.drop(shas[pos], "corrupt_object", err.stderr[:300])
+        return pos + 1
+    return pos
+
+
+def _fails_alone(state: _Slice, sha: str) -> bool:
+    try:
+        for _ in gitlog.stream_log(state.repo.gitdir, [sha], state.cfg.max_record_bytes):
+            pass
+    except gitlog.LogFailed:
+        return True
+    return False
+
+
+def _one_record(state: _Slice, record: bytes | gitlog.Oversized) -> None:
+    if isinstance(record, gitlog.Oversized):
+        state.chain = (None, None)
+        state.drop(record.sha, "diff_too_large", f"git log record of {record.nbytes} bytes", record.nbytes)
+        return
+    try:
+        raw = gitlog.parse_record(record)
+    except (gitlog.UnparsableRecord, ValueError, UnicodeDecodeError) as err:
+        state.chain = (None, None)
+        state.drop(record[:40].decode("ascii", "replace"), "unparsable", str(err)[:300], len(record))
+        return
+    known = state.chain[1] if state.chain[0] == raw.sha else None
+    reason, detail = _commit_drop(state, raw)
+    row = None
+    if reason is None:
+        row = _build_row(state, raw)
+        if isinstance(row, tuple):
+            reason, detail, row = row[0], row[1], None
+    if row is None:
+        state.drop(raw.sha, reason or "unparsable", detail, len(raw.patch))
+    else:
+        known = known or _license_at(state, raw.sha)
+        row[schema.LICENSE], row[schema.LICENSE_METHOD] = known
+        state.add("row", row)
+    touched = len(raw.parents) != 1 or not raw.files or any(
+        _is_license_path(f.path) or _is_license_path(f.old_path) for f in raw.files
+    )
+    state.chain = (raw.parents[0] if raw.parents else None, None if touched else known)
+
+
+def _is_license_path(path: bytes) -> bool:
+    return b"/" not in path and license.is_candidate(path.decode("utf-8", "replace"))
+
+
+def _commit_drop(state: _Slice, raw: gitlog.RawCommit) -> tuple[str | None, str | None]:
+    """Drop reason decided from the header and the file list alone (before any decoding)."""
+    if len(raw.parents) > 1:
+        return "merge", f"{len(raw.parents)} parents"
+    if raw.sha in state.shallow:
+        return "missing_parent", "shallow clone boundary: parents not in the repository"
+    author = raw.author_name.decode("utf-8", "replace") + " <" + raw.author_email.decode("utf-8", "replace") + ">"
+    if state.bots is not None and (m := state.bots.search(author)):
+        return "bot_author", f"{author[:120]} matches {m.group(0)!r}"
+    if not raw.files:
+        return "empty", None
+    if len(raw.files) > state.cfg.max_files_changed:
+        return "too_many_files", f"{len(raw.files)} files > {state.cfg.max_files_changed}"
+    if len(raw.patch) > state.cfg.max_diff_bytes:
+        return "diff_too_large", f"{len(raw.patch)} bytes > {state.cfg.max_diff_bytes}"
+    return None, None
+
+
+def _decode_paths(files: list[gitlog.RawFile], min_evidence: int) -> dict[bytes, str] | None:
+    """{raw path: text}; non-UTF-8 paths are decoded together, so their bytes are one body of evidence."""
+    out, bad = {}, []
+    for p in {f.path for f in files} | {f.old_path for f in files}:
+        try:
+            out[p] = p.decode("utf-8")
+        except UnicodeDecodeError:
+            bad.append(p)
+    if bad:
+        bad.sort()
+        text, _, _ = exclusions.decode(b"\n".join(bad), min_evidence)
+        if text is None or len(text.split("\n")) != len(bad):
+            return None
+        out.update(zip(bad, text.split("\n"), strict=True))
+    return out
+
+
+def _decode_message(raw: gitlog.RawCommit, min_evidence: int) -> tuple[str | None, str]:
+    text, encoding, _ = exclusions.decode(raw.message, min_evidence)
+    if encoding == "utf-8" and raw.encoding and raw.encoding.lower() not in ("utf-8", "utf8"):
+        encoding = raw.encoding.lower()  # git re-encoded the message from its declared encoding
+    return text, encoding or schema.UNKNOWN
+
+
+def _build_row(state: _Slice, raw: gitlog.RawCommit) -> dict[str, Any] | tuple[str, str | None]:
+    """The row of a commit, or (reason, detail) when its contents decide a drop."""
+    cfg = state.cfg
+    message, encoding = _decode_message(raw, cfg.min_encoding_evidence)
+    if message is None:
+        return "undecodable_message", f"{len(raw.message)} bytes, not UTF-8, too little evidence for an encoding"
+    paths = _decode_paths(raw.files, cfg.min_encoding_evidence)
+    if paths is None:
+        return "undecodable_path", "non-UTF-8 path bytes, too little evidence for an encoding"
+    diffs = _decode_diff(raw.patch, cfg.min_encoding_evidence)
+    if isinstance(diffs, tuple):
+        return diffs
+    if len(diffs) != len(raw.files):
+        return "unparsable", f"{len(diffs)} patch sections for {len(raw.files)} files"
+    files = [_file_entry(state, f, paths, d) for f, d in zip(raw.files, diffs, strict=True)]
+    reason = _excluded_only(files)
+    if reason:
+        return reason, ", ".join(sorted({f["excluded"] for f in files}))
+    subject, _, body = message.strip("\n").partition("\n")
+    before, skipped = _before_images(state, raw.files, files)
+    return {
+        schema.ID: commit_id(state.repo, raw.sha), schema.SOURCE: state.repo.source, schema.REPO: state.repo.repo,
+        schema.PATH: raw.sha, schema.LANG: _main_language(files), schema.BYTES: len(raw.patch),
+        C.SHA: raw.sha, C.PARENTS: raw.parents,
+        C.AUTHOR_NAME: raw.author_name.decode("utf-8", "replace"),
+        C.AUTHOR_EMAIL: raw.author_email.decode("utf-8", "replace"),
+        C.AUTHOR_DATE: dt.datetime.fromtimestamp(raw.author_time, dt.timezone.utc),
+        C.COMMITTER_DATE: dt.datetime.fromtimestamp(raw.committer_time, dt.timezone.utc),
+        C.SUBJECT: subject.strip(), C.BODY: body.strip("\n"), C.MESSAGE_ENCODING: encoding,
+        C.FILES: files, C.LINES_ADDED: sum(f["added"] for f in files), C.LINES_DELETED: sum(f["deleted"] for f in files),
+        C.DIFF: "".join(diffs), C.BEFORE: before, C.BEFORE_SKIPPED: skipped,
+    }  # fmt: skip
+
+
+def decode_text(data: bytes, min_evidence: int) -> str | None:
+    """UTF-8 text without ingest's detection when it is plainly UTF-8 (no BOM, no NUL), else ingest's decode."""
+    if not data.startswith(_BOMS) and b"\x00" not in data[: exclusions.BINARY_SNIFF_BYTES]:
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+    return exclusions.decode(data, min_evidence)[0]
+
+
+def _decode_diff(patch: bytes, min_evidence: int) -> list[str] | tuple[str, str]:
+    """Each file's diff as text: the whole patch at once when it is UTF-8, else file by file
+    (a diff may mix files in different encodings)."""
+    try:
+        return file_sections(patch.decode("utf-8"))
+    except UnicodeDecodeError:
+        pass
+    out = []
+    for section in gitlog.patch_sections(patch):
+        text = exclusions.decode(section, min_evidence)[0]
+        if text is None:
+            return "undecodable_diff", "a file's diff is not UTF-8 and no encoding was detected"
+        out.append(text)
+    return out
+
+
+def file_language(path: str) -> str:
+    name = path.rsplit("/", 1)[-1]
+    return languages.language_from_filename(name) or languages.language_from_extension(name) or schema.UNKNOWN
+
+
+def _file_entry(state: _Slice, f: gitlog.RawFile, paths: dict[bytes, str], diff: str) -> dict[str, Any]:
+    path = paths[f.path]
+    status = f.status
+    if status == "modify" and f.old_mode != f.new_mode and f.old_oid == f.new_oid:
+        status = "mode"
+    return {
+        "path": path, "old_path": paths[f.old_path], "status": status, "old_mode": f.old_mode,
+        "new_mode": f.new_mode, "old_oid": f.old_oid, "new_oid": f.new_oid, "added": f.added,
+        "deleted": f.deleted, "binary": f.binary, "lang": file_language(path),
+        "excluded": _file_exclusion(state, f, path, diff),
+    }  # fmt: skip
+
+
+def _file_exclusion(state: _Slice, f: gitlog.RawFile, path: str, diff: str) -> str | None:
+    if "160000" in (f.old_mode, f.new_mode):
+        return "submodule"
+    if "120000" in (f.old_mode, f.new_mode):
+        return "symlink"
+    if f.binary:
+        return "binary"
+    reason = exclusions.path_exclusion(path, state.vendored, True)
+    if reason:
+        return reason
+    # the head of the file's diff holds its first lines when they changed (a marker sits there) and a
+    # bundle's long lines either way; the diff's "+"/" " prefixes only make it look less indented
+    found = exclusions.content_exclusion(diff[:_CONTENT_SNIFF_CHARS], True)
+    return found[0] if found else None
+
+
+def _excluded_only(files: list[dict[str, Any]]) -> str | None:
+    kinds = {f["excluded"] for f in files}
+    if None in kinds:
+        return None
+    reasons = {_EXCLUDED_ONLY.get(k, "excluded_only") for k in kinds}
+    return reasons.pop() if len(reasons) == 1 else "excluded_only"
+
+
+def _main_language(files: list[dict[str, Any]]) -> str:
+    lines: Counter[str] = Counter()
+    for f in files:
+        if f["excluded"] is None:
+            lines[f["lang"]] += f["added"] + f["deleted"] + 1
+    return min(lines, key=lambda lang: (-lines[lang], lang)) if lines else schema.UNKNOWN
+
+
+def _before_images(
+    state: _Slice, raws: list[gitlog.RawFile], files: list[dict[str, Any]]
+) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """Before-images of the changed code files (not added, not excluded), within the caps."""
+    cfg = state.cfg
+    wanted = [(raw, f) for raw, f in zip(raws, files, strict=True)
+              if f["excluded"] is None and raw.old_oid != gitlog.ZERO_OID and f["status"] != "copy"]  # fmt: skip
+    blobs = state.objects.read_many([raw.old_oid for raw, _ in wanted], cfg.max_before_file_bytes)
+    before, skipped, total = [], [], 0
+    for (_, f), (kind, data, size) in zip(wanted, blobs, strict=True):
+        path = f["old_path"]
+        if kind != "blob":
+            skipped.append({"path": path, "reason": "missing"})
+        elif data is None:
+            skipped.append({"path": path, "reason": "too_large"})
+        elif total + size > cfg.max_before_bytes:
+            skipped.append({"path": path, "reason": "commit_cap"})
+        else:
+            text = decode_text(data, cfg.min_encoding_evidence)
+            if text is None:
+                skipped.append({"path": path, "reason": "undecodable"})
+            else:
+                before.append({"path": path, "text": text})
+                total += size
+    return before, skipped
+
+
+def _license_at(state: _Slice, sha: str) -> tuple[str, str]:
+    """(SPDX id, method) of ``sha``'s tree from its top-level license and README files (cached by blob ids)."""
+    kind, data, _ = state.objects.read(f"{sha}^{{tree}}", 1 << 26)
+    key: tuple = ()
+    if kind == "tree" and data is not None:
+        key = tuple(
+            (name, oid) for mode, name, oid in gitlog.tree_entries(data)
+            if mode.startswith("100") and _is_license_path(name)
+        )  # fmt: skip
+    if key not in state.licenses:
+        texts = {}
+        for name, oid in key:
+            k, blob, _ = state.objects.read(oid, _LICENSE_BLOB_CAP)
+            if k == "blob" and blob is not None:
+                texts[name.decode("utf-8", "replace")] = blob.decode("utf-8", "replace")
+        state.licenses[key] = license.detect(texts)
+    return state.licenses[key]
+
+
+def read_slice_table(sl: CommitSlice, cfg: CommitsConfig) -> MapResult:
+    """All batches of a slice concatenated (tests and small slices)."""
+    tables, drops, counters = [], [], Counter()
+    for batch in read_slice(sl, cfg):
+        tables.append(batch.table)
+        drops.append(batch.dropped)
+        counters.update(batch.counters)
+    table = pa.concat_tables(tables) if tables else C.COMMIT_SCHEMA.empty_table()
+    dropped = pa.concat_tables(drops) if drops else schema.empty_drops()
+    return MapResult(table, dropped, counters)

@@ -1,0 +1,330 @@
+"""One streamed ``git log`` over a list of commits, parsed record by record.
+
+The commits body asks git for every commit of a slice in one process::
+
+    git log --no-walk=unsorted --stdin -z --raw --numstat -p -M --format=<LOG_FORMAT>
+
+and reads its output in 1 MiB chunks. Each commit's output starts with
+:data:`MARKER`; the bytes up to the next marker are one record: the header
+(sha, parents, author, dates, encoding, message: NUL-separated, ``%B`` cannot
+hold a NUL), then ``--raw -z`` entries (modes, blob ids, status, paths), then
+``--numstat -z`` counts, then the patch text. Only one record is buffered at a
+time; a record growing past ``max_record_bytes`` is not kept (only its first
+64 KiB, for the sha) and comes out as :class:`Oversized`, so neither a long
+history nor one huge commit is ever held in memory.
+
+Why a marker instead of counting: patch text is free-form, but a line of a
+unified diff begins with `` ``, ``+``, ``-``, ``\\`` or a header word, and the
+marker starts with a NUL, which git only emits in a text diff for a file whose
+first NUL lies past its 8000-byte binary sniff; the marker's sha check below
+makes even that harmless in practice.
+
+Objects (before-images, root trees for the license) are read through one
+``git cat-file --batch`` process per slice, one request at a time, so a blob
+larger than the cap is skipped in chunks without being held.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+MARKER = b"\x00\x01codecorpus-commit\x02"
+LOG_FORMAT = "%x00%x01codecorpus-commit%x02%H%x00%P%x00%an%x00%ae%x00%at%x00%ct%x00%e%x00%B%x00%x03"
+_HEADER_END = b"\x00\x03\x00"
+_READ_CHUNK = 1 << 20
+_OVERSIZED_HEAD = 1 << 16
+_SHA = re.compile(rb"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
+ZERO_OID = "0" * 40
+
+GIT_ENV = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C"}
+LOG_ARGS = (
+    "-c", "core.quotePath=false", "-c", "log.showSignature=false", "log", "--no-walk=unsorted", "--stdin",
+    "-z", "--no-abbrev", "-M", "--raw", "--numstat", "-p", "--diff-merges=off", "--no-color", "--no-ext-diff",
+    "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/", "--encoding=UTF-8", f"--format={LOG_FORMAT}",
+)  # fmt: skip
+
+_STATUS = {"A": "add", "M": "modify", "D": "delete", "R": "rename", "C": "copy", "T": "mode"}
+
+
+class UnparsableRecord(ValueError):
+    """git's output for one commit does not have the expected layout."""
+
+
+@dataclass
+class RawFile:
+    """One changed file as ``--raw`` and ``--numstat`` describe it (paths still bytes)."""
+
+    path: bytes
+    old_path: bytes
+    status: str
+    old_mode: str
+    new_mode: str
+    old_oid: str
+    new_oid: str
+    added: int = 0
+    deleted: int = 0
+    binary: bool = False
+
+
+@dataclass
+class RawCommit:
+    """One commit record: header fields, changed files and the patch, all undecoded."""
+
+    sha: str
+    parents: list[str]
+    author_name: bytes
+    author_email: bytes
+    author_time: int
+    committer_time: int
+    encoding: str
+    message: bytes
+    files: list[RawFile] = field(default_factory=list)
+    patch: bytes = b""
+
+
+@dataclass
+class Oversized:
+    """A record over ``max_record_bytes``: only its sha is known."""
+
+    sha: str
+    nbytes: int
+
+
+def git_log_args(gitdir: str) -> list[str]:
+    return ["git", f"--git-dir={gitdir}", *LOG_ARGS]
+
+
+def split_records(stream: BinaryIO, max_record_bytes: int) -> Iterator[bytes | Oversized]:
+    """Records of a ``git log`` stream (marker stripped); oversized ones as :class:`Oversized`.
+
+    >>> import io
+    >>> out = MARKER + b"a" * 40 + b"\\x00x" + MARKER + b"b" * 40 + b"\\x00y"
+    >>> [r[:41] for r in split_records(io.BytesIO(out), 1000)] == [b"a" * 40 + b"\\x00", b"b" * 40 + b"\\x00"]
+    True
+    """
+    buf = bytearray()
+    scan_from = len(MARKER)
+    dropped = 0  # bytes of the current record thrown away (oversized)
+    head = b""
+    while True:
+        chunk = stream.read(_READ_CHUNK)
+        if chunk:
+            buf += chunk
+        while True:
+            at = _next_marker(buf, scan_from)
+            if at < 0:
+                break
+            if dropped:
+                yield Oversized(_sha_of(head), dropped + at)
+                dropped, head = 0, b""
+            elif buf.startswith(MARKER):
+                yield bytes(buf[len(MARKER) : at])
+            del buf[:at]
+            scan_from = len(MARKER)
+        if not chunk:
+            break
+        if dropped or len(buf) > max_record_bytes:
+            if not dropped:
+                head = bytes(buf[:_OVERSIZED_HEAD])
+            keep = len(MARKER) - 1
+            dropped += len(buf) - keep
+            del buf[: len(buf) - keep]
+            scan_from = 0
+        else:
+            scan_from = max(len(MARKER), len(buf) - len(MARKER) + 1)
+    if dropped:
+        yield Oversized(_sha_of(head), dropped + len(buf))
+    elif buf.startswith(MARKER):
+        yield bytes(buf[len(MARKER) :])
+
+
+def _next_marker(buf: bytearray, start: int) -> int:
+    """Position of the next marker that is followed by a sha (a genuine record start), or -1."""
+    at = buf.find(MARKER, start)
+    while at >= 0:
+        sha = bytes(buf[at + len(MARKER) : at + len(MARKER) + 41])
+        if len(sha) < 41 or _SHA.match(sha.split(b"\x00", 1)[0]):
+            return at
+        at = buf.find(MARKER, at + 1)
+    return -1
+
+
+def _sha_of(head: bytes) -> str:
+    body = head[len(MARKER) :] if head.startswith(MARKER) else head
+    return body.split(b"\x00", 1)[0].decode("ascii", "replace")
+
+
+def parse_record(record: bytes) -> RawCommit:
+    """Header, files and patch of one record (see the module docstring for the layout)."""
+    end = record.find(_HEADER_END)
+    if end < 0:
+        raise UnparsableRecord("no end of header")
+    fields = record[:end].split(b"\x00")
+    if len(fields) != 8:
+        raise UnparsableRecord(f"{len(fields)} header fields, expected 8")
+    sha, parents, an, ae, at, ct, enc, message = fields
+    commit = RawCommit(
+        sha.decode("ascii"), parents.decode("ascii").split(), an, ae, int(at or 0), int(ct or 0),
+        enc.decode("ascii", "replace"), message,
+    )
+    rest = record[end + len(_HEADER_END) :]
+    if rest.startswith(b"\n"):
+        rest = rest[1:]
+    if rest:
+        commit.files, pos = _parse_raw_and_numstat(rest)
+        commit.patch = rest[pos:]
+    return commit
+
+
+def _token(data: bytes, pos: int) -> tuple[bytes, int]:
+    end = data.find(b"\x00", pos)
+    if end < 0:
+        raise UnparsableRecord(f"unterminated field at byte {pos}")
+    return data[pos:end], end + 1
+
+
+def _parse_raw_and_numstat(data: bytes) -> tuple[list[RawFile], int]:
+    files: list[RawFile] = []
+    pos = 0
+    while data.startswith(b":", pos):
+        meta, pos = _token(data, pos)
+        parts = meta[1:].decode("ascii").split()
+        if len(parts) != 5:
+            raise UnparsableRecord(f"raw entry {meta[:80]!r}")
+        old_mode, new_mode, old_oid, new_oid, status = parts
+        path, pos = _token(data, pos)
+        old_path = path
+        if status[0] in "RC":
+            path, pos = _token(data, pos)
+        files.append(RawFile(path, old_path, _STATUS.get(status[0], "modify"), old_mode, new_mode, old_oid, new_oid))
+    for f in files:
+        counts, pos = _token(data, pos)
+        added, deleted, name = counts.split(b"\t", 2)
+        if not name:  # a rename or copy: the two paths follow as their own fields
+            _, pos = _token(data, pos)
+            _, pos = _token(data, pos)
+        f.binary = added == b"-"
+        f.added, f.deleted = (0, 0) if f.binary else (int(added), int(deleted))
+    if files and data[pos : pos + 1] == b"\x00":
+        pos += 1
+    if pos < len(data) and not data.startswith(b"diff --git ", pos):
+        raise UnparsableRecord(f"unexpected bytes after numstat at {pos}")
+    return files, pos
+
+
+def patch_sections(patch: bytes) -> list[bytes]:
+    """The patch of each file (``diff --git`` header to the next), in git's file order.
+
+    >>> patch_sections(b"diff --git a/x b/x\\n+1\\ndiff --git a/y b/y\\n-2\\n")
+    [b'diff --git a/x b/x\\n+1\\n', b'diff --git a/y b/y\\n-2\\n']
+    """
+    if not patch:
+        return []
+    starts = [0] if patch.startswith(b"diff --git ") else []
+    at = patch.find(b"\ndiff --git ")
+    while at >= 0:
+        starts.append(at + 1)
+        at = patch.find(b"\ndiff --git ", at + 1)
+    return [patch[s:e] for s, e in zip(starts, [*starts[1:], len(patch)], strict=True)]
+
+
+class LogFailed(RuntimeError):
+    """git log exited with an error (a corrupt or missing object); ``stderr`` says which."""
+
+    def __init__(self, stderr: str) -> None:
+        super().__init__(stderr)
+        self.stderr = stderr
+
+
+def stream_log(gitdir: str, shas: list[str], max_record_bytes: int) -> Iterator[bytes | Oversized]:
+    """Records of ``shas`` in order; raises :class:`LogFailed` after the last record git wrote."""
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(
+            git_log_args(gitdir), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=GIT_ENV
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write("".join(f"{s}\n" for s in shas).encode())  # git reads all of stdin first
+            proc.stdin.close()
+            yield from split_records(proc.stdout, max_record_bytes)
+        finally:
+            proc.stdout.close()
+            rc = proc.wait()
+        if rc != 0:
+            err.seek(0)
+            raise LogFailed(err.read().decode("utf-8", "replace").strip()[:500])
+
+
+class ObjectReader:
+    """One ``git cat-file --batch`` process: objects read one at a time, large ones skipped in chunks."""
+
+    def __init__(self, gitdir: str) -> None:
+        self.proc = subprocess.Popen(
+            ["git", f"--git-dir={gitdir}", "cat-file", "--batch"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=GIT_ENV,
+        )
+
+    def read(self, name: str, cap: int) -> tuple[str, bytes | None, int]:
+        """(type or "missing", content or None when larger than ``cap``, size)."""
+        return self.read_many([name], cap)[0]
+
+    def read_many(self, names: list[str], cap: int) -> list[tuple[str, bytes | None, int]]:
+        """:meth:`read` of several objects with one request write (one wake-up of git, not one each).
+
+        Requests go in groups small enough for the pipe buffer, so the write never waits on git
+        while git waits on us to read its answers.
+        """
+        stdin, stdout = self.proc.stdin, self.proc.stdout
+        assert stdin is not None and stdout is not None
+        out = []
+        for start in range(0, len(names), 256):
+            group = names[start : start + 256]
+            stdin.write(b"".join(n.encode() + b"\n" for n in group))
+            stdin.flush()
+            out += [self._answer(stdout, cap) for _ in group]
+        return out
+
+    @staticmethod
+    def _answer(stdout: BinaryIO, cap: int) -> tuple[str, bytes | None, int]:
+        header = stdout.readline().split()
+        if len(header) != 3:
+            return "missing", None, 0
+        kind, size = header[1].decode(), int(header[2])
+        if size <= cap:
+            data = stdout.read(size)
+        else:
+            left, data = size, None
+            while left:
+                left -= len(stdout.read(min(left, _READ_CHUNK)))
+        stdout.read(1)
+        return kind, data, size
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self.proc.wait()
+
+    def __enter__(self) -> ObjectReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def tree_entries(data: bytes) -> list[tuple[str, bytes, str]]:
+    """(mode, name, object id) of a raw tree object (``mode SP name NUL 20-byte id``)."""
+    out, pos = [], 0
+    while pos < len(data):
+        sp = data.index(b" ", pos)
+        nul = data.index(b"\x00", sp)
+        out.append((data[pos:sp].decode("ascii"), data[sp + 1 : nul], data[nul + 1 : nul + 21].hex()))
+        pos = nul + 21
+    return out

@@ -1,0 +1,211 @@
+"""The commits source on repositories made with git: rows, every drop reason, slices, streaming."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import os
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from tasks_repos import (
+    CALC,
+    CALC_FIXED,
+    CP1251_MESSAGE,
+    EXPECTED_DROPS,
+    LATIN1_MESSAGE,
+    TESTS,
+    bare_clone,
+    copy_repo,
+    fork,
+    fork_repo,
+    project,
+    project_repo,
+)
+
+from codecorpus.tasks import columns as C
+from codecorpus.tasks import gitlog
+from codecorpus.tasks.commits import Repository, plan_slices, read_slice, read_slice_table
+from codecorpus.tasks.config import CommitsConfig
+
+__all__ = ["fork", "fork_repo", "project", "project_repo"]  # fixtures
+
+
+def read_all(repo: Repository, cfg: CommitsConfig):
+    results = [read_slice_table(sl, cfg) for sl in plan_slices([repo], cfg)]
+    table = pa.concat_tables([r.table for r in results])
+    dropped = pa.concat_tables([r.dropped for r in results])
+    commits = sum(r.counters["commits"] for r in results)
+    return table, dropped, commits
+
+
+def by_subject(table: pa.Table) -> dict[str, dict]:
+    return {r[C.SUBJECT]: r for r in table.to_pylist()}
+
+
+def test_every_commit_is_a_row_or_a_drop_with_its_reason(project, project_repo):
+    table, dropped, commits = read_all(project_repo, CommitsConfig())
+    first_parent = project.git("rev-list", "--first-parent", "--count", "HEAD")
+    assert commits == int(first_parent) == table.num_rows + dropped.num_rows
+    assert Counter(dropped.column("reason").to_pylist()) == EXPECTED_DROPS
+    assert set(dropped.column("path").to_pylist()).isdisjoint(table.column(C.SHA).to_pylist())
+    assert "Add a feature" not in by_subject(table)  # the merged branch is not on the first-parent chain
+
+
+def test_a_commit_row_matches_git(project, project_repo):
+    rows = by_subject(read_all(project_repo, CommitsConfig())[0])
+    fix = rows["Fix division by zero in divide"]
+    sha = fix[C.SHA]
+    assert fix[C.PARENTS] == [project.git("rev-parse", f"{sha}~1")]
+    assert fix[C.BODY] == "Raise a clear error instead of a bare ZeroDivisionError."
+    assert fix[C.AUTHOR_DATE] == dt.datetime(2024, 1, 2, 10, 0, tzinfo=dt.timezone.utc)  # +02:00 -> UTC
+    assert fix[C.DIFF] == project.git("show", "--format=", "--no-color", sha) + "\n"
+    numstat = project.git("show", "--format=", "--numstat", sha).splitlines()
+    assert sorted(f"{f['added']}\t{f['deleted']}\t{f['path']}" for f in fix[C.FILES]) == sorted(numstat)
+    assert {f["status"] for f in fix[C.FILES]} == {"modify"}
+    assert {b["path"]: b["text"] for b in fix[C.BEFORE]} == {"src/calc.py": CALC, "tests/test_calc.py": TESTS}
+    assert (fix["license"], fix["lang"]) == ("MIT", "Python")
+
+
+def test_status_rename_and_license_at_each_commit(project_repo):
+    rows = by_subject(read_all(project_repo, CommitsConfig())[0])
+    (renamed,) = rows["Rename calc to calculator"][C.FILES]
+    assert (renamed["status"], renamed["old_path"], renamed["path"]) == ("rename", "src/calc.py", "src/calculator.py")
+    assert rows["Rename calc to calculator"][C.BEFORE] == [{"path": "src/calc.py", "text": CALC_FIXED}]
+    assert rows["Add a calculator with tests"][C.FILES][0]["status"] == "add"
+    licenses = {s: r["license"] for s, r in rows.items()}
+    assert licenses["Relicense under Apache-2.0"] == licenses["Reject negative numbers in root"] == "Apache-2.0"
+    assert licenses["Rename calc to calculator"] == licenses["Add lib as a submodule"] == "MIT"
+    submodule = {f["path"]: f["excluded"] for f in rows["Add lib as a submodule"][C.FILES]}
+    assert submodule == {".gitmodules": None, "lib": "submodule"}
+
+
+def test_non_utf8_messages_transcoded_with_evidence_else_dropped(project_repo):
+    table, dropped, _ = read_all(project_repo, CommitsConfig())
+    rows = by_subject(table)
+    assert rows[LATIN1_MESSAGE][C.MESSAGE_ENCODING] == "iso-8859-1"  # git re-encoded it from its header
+    assert rows[CP1251_MESSAGE][C.MESSAGE_ENCODING] == "cp1251"  # no header: detected from its bytes
+    reasons = dict(zip(dropped.column("reason").to_pylist(), dropped.column("detail").to_pylist(), strict=True))
+    assert "undecodable_message" in reasons and "undecodable_path" in reasons
+
+
+def test_slices_and_batches_give_the_same_rows_as_one_walk(project_repo):
+    whole, whole_drops, _ = read_all(project_repo, CommitsConfig())
+    cfg = CommitsConfig(commits_per_slice=4, batch_rows=3)
+    slices = plan_slices([project_repo], cfg)
+    assert [s.count for s in slices] == [4, 4, 4, 4, 3]
+    batches = [b for sl in slices for b in read_slice(sl, cfg)]
+    assert max(b.table.num_rows + b.dropped.num_rows for b in batches) <= 3
+    assert pa.concat_tables([b.table for b in batches]).equals(whole)
+    assert pa.concat_tables([b.dropped for b in batches]).equals(whole_drops)
+
+
+def test_bounds_since_until_and_max_commits(project_repo):
+    table, dropped, commits = read_all(project_repo, CommitsConfig(max_commits_per_repo=5))
+    assert commits == 5 and table.num_rows + dropped.num_rows == 5
+    assert table.column(C.SUBJECT)[0].as_py() == "Reject negative numbers in root"
+    since = dt.datetime(2024, 1, 15, tzinfo=dt.timezone.utc)
+    table, dropped, commits = read_all(project_repo, CommitsConfig(since=since))
+    assert all(d >= since for d in table.column(C.COMMITTER_DATE).to_pylist())
+    assert 0 < commits < 19
+    until = dt.datetime(2024, 1, 3, tzinfo=dt.timezone.utc)
+    table, _, commits = read_all(project_repo, CommitsConfig(until=until))
+    assert commits == 2 and table.column(C.SUBJECT).to_pylist() == ["Fix division by zero in divide",
+                                                                       "Add a calculator with tests"]
+
+
+def test_shallow_clone_boundary_is_missing_parent(project, tmp_path):
+    shallow = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "3", f"file://{project.path}", str(shallow)], check=True)
+    repo = Repository("fixture", "acme/proj", str(shallow / ".git"))
+    table, dropped, commits = read_all(repo, CommitsConfig())
+    assert commits == 3 and table.num_rows == 2
+    assert dropped.column("reason").to_pylist() == ["missing_parent"]
+    assert dropped.column("path")[0].as_py() == (shallow / ".git" / "shallow").read_text().split()[0]
+
+
+def test_a_corrupt_object_drops_its_commit_and_the_walk_goes_on(project, tmp_path):
+    broken = copy_repo(project.path / ".git", tmp_path / "broken.git")
+    sha = project.git("log", "--format=%H", "-1", "--grep=Fix division")
+    blob = project.git("rev-parse", f"{sha}:src/calc.py")
+    (broken / "objects" / blob[:2] / blob[2:]).unlink()  # the fixture's objects are loose
+    repo = Repository("fixture", "acme/proj", str(broken))
+    table, dropped, commits = read_all(repo, CommitsConfig())
+    assert commits == table.num_rows + dropped.num_rows == 19
+    reasons = dict(zip(dropped.column("path").to_pylist(), dropped.column("reason").to_pylist(), strict=True))
+    assert reasons.get(sha) == "corrupt_object"
+    assert "Add a calculator with tests" in by_subject(table)  # commits after the failure are read
+
+
+def test_a_huge_commit_is_never_buffered(project_repo):
+    cfg = CommitsConfig(max_record_bytes=600)
+    table, dropped, commits = read_all(project_repo, cfg)
+    assert commits == table.num_rows + dropped.num_rows
+    big = [d for d in dropped.to_pylist() if d["reason"] == "diff_too_large"]
+    assert big and all("record of" in d["detail"] for d in big)
+    assert table.num_rows > 0
+
+
+def test_split_records_across_chunk_boundaries():
+    records = [b"%040x" % i + b"\x00body " + bytes([i]) * (i * 1000) for i in range(1, 40)]
+    stream = b"".join(gitlog.MARKER + r for r in records)
+
+    class Trickle(io.BytesIO):
+        def read(self, n: int = -1) -> bytes:
+            return super().read(min(n, 300))
+
+    assert list(gitlog.split_records(Trickle(stream), 1 << 20)) == records
+    out = list(gitlog.split_records(Trickle(stream), 20_500))  # records are 1046, 2046, ... bytes
+    assert [isinstance(r, gitlog.Oversized) for r in out] == [len(r) > 20_500 for r in records]
+    assert [r.sha for r in out if isinstance(r, gitlog.Oversized)] == [
+        r[:40].decode() for r in records if len(r) > 20_500
+    ]
+    assert [r for r in out if not isinstance(r, gitlog.Oversized)] == [r for r in records if len(r) <= 20_500]
+
+
+def test_bot_authors_and_caps(project_repo):
+    _, dropped, _ = read_all(project_repo, CommitsConfig(bot_authors=(), max_files_changed=1, max_diff_bytes=400))
+    reasons = Counter(dropped.column("reason").to_pylist())
+    assert "bot_author" not in reasons
+    assert reasons["too_many_files"] >= 2 and reasons["diff_too_large"] >= 1
+
+
+def test_the_same_bytes_twice(project_repo, tmp_path):
+    def write(path: Path) -> bytes:
+        table, dropped, _ = read_all(project_repo, CommitsConfig(commits_per_slice=5))
+        pq.write_table(table, path / "rows.parquet")
+        pq.write_table(dropped, path / "drops.parquet")
+        return (path / "rows.parquet").read_bytes() + (path / "drops.parquet").read_bytes()
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    assert write(tmp_path / "a") == write(tmp_path / "b")
+
+
+def own_repository(tmp_path: Path) -> Repository:
+    """The repository holding these tests, cloned bare (its own history as a real repository)."""
+    top = subprocess.run(["git", "-C", os.path.dirname(__file__), "rev-parse", "--show-toplevel"],
+                         capture_output=True, check=False)  # fmt: skip
+    if top.returncode != 0:
+        pytest.skip("the tests are not inside a git repository")
+    bare = bare_clone(Path(top.stdout.decode().strip()), tmp_path / "own.git")
+    return Repository("self", "codecorpus/codecorpus", str(bare))
+
+
+def test_own_history_read_as_a_real_repository(tmp_path):
+    repo = own_repository(tmp_path)
+    table, dropped, commits = read_all(repo, CommitsConfig(commits_per_slice=50))
+    total = subprocess.run(["git", f"--git-dir={repo.gitdir}", "rev-list", "--first-parent", "--count", "HEAD"],
+                           capture_output=True, check=True).stdout  # fmt: skip
+    assert commits == int(total) == table.num_rows + dropped.num_rows
+    assert table.num_rows > 0
+    for row in table.slice(0, 10).to_pylist():
+        numstat = subprocess.run(["git", f"--git-dir={repo.gitdir}", "show", "--format=", "--numstat", "-M", row[C.SHA]],
+                                 capture_output=True, check=True).stdout.decode().splitlines()  # fmt: skip
+        added = sum(int(line.split("\t")[0]) for line in numstat if not line.startswith("-"))
+        assert row[C.LINES_ADDED] == added
+        assert len(row[C.FILES]) == len(numstat)
