@@ -23,6 +23,12 @@ import yaml
 from pydantic import ConfigDict, Field, ValidationError, model_serializer, model_validator
 
 from codecorpus.dedup.config import DedupConfig, ForksConfig
+from codecorpus.envs.config import (
+    ENV_STAGE_ORDER,
+    EnvDiscoverConfig,
+    EnvVerifyConfig,
+    TaskValidateConfig,
+)
 from codecorpus.filters.config import (
     BenchmarkFile,
     DecontamConfig,
@@ -69,7 +75,7 @@ from codecorpus.tokenize.config import (
 STAGE_ORDER = ("ingest", "langid", "filters", "dedup", "tokenize", "pack")
 # SFT / agent-trace pipeline (issue 8): its own chain of stages, after the pretraining ones
 SFT_STAGE_ORDER = ("sft_ingest", "sft_validate", "sft_select", "sft_dedup", "sft_render", "sft_pack")
-STAGE_ORDER = STAGE_ORDER + SFT_STAGE_ORDER
+STAGE_ORDER = STAGE_ORDER + SFT_STAGE_ORDER + ENV_STAGE_ORDER
 
 
 Source = Annotated[
@@ -102,6 +108,10 @@ class StagesConfig(Model):
     sft_dedup: SftDedupConfig | None = None
     sft_render: SftRenderConfig | None = None
     sft_pack: SftPackConfig | None = None
+    # environments and verified tasks (envs/)
+    env_discover: EnvDiscoverConfig | None = None
+    env_verify: EnvVerifyConfig | None = None
+    task_validate: TaskValidateConfig | None = None
 
     @model_validator(mode="after")
     def _user_stages(self) -> StagesConfig:
@@ -190,6 +200,8 @@ class Recipe(Model):
         _check_user_stages(self)
         if self.stages.sft_ingest is not None or any(isinstance(s, TracesSource) for s in self.sources):
             _check_sft_recipe(self)
+        elif self.stages.env_discover is not None:
+            _check_env_recipe(self)
         elif self.stages.ingest is None:
             raise ValueError("stages.ingest is required: every pipeline starts by ingesting")
         if self.stages.tokenize is not None and self.tokenizer is None:
@@ -210,6 +222,19 @@ class Recipe(Model):
                     f"outputs {o.name}: long.upsample names unknown sources {unknown}: use one of {names}"
                 )
         return self
+
+
+def _check_env_recipe(recipe: Recipe) -> None:
+    """An environments recipe: repository sources, only the env stages, each after the one it needs."""
+    stages = recipe.stages
+    bad = [s.name for s in recipe.sources if not isinstance(s, GitSource | LocalSource)]
+    if bad:
+        raise ValueError(f"sources {bad}: an environments recipe (stages.env_discover) reads `git` or `local` sources")
+    other = [n for n in stages.enabled() if n not in ENV_STAGE_ORDER]
+    if other:
+        raise ValueError(f"stages {other}: an environments recipe runs only {list(ENV_STAGE_ORDER)}")
+    if stages.task_validate is not None and stages.env_verify is None:
+        raise ValueError("stages.task_validate needs stages.env_verify before it")
 
 
 def _check_sft_recipe(recipe: Recipe) -> None:
@@ -400,6 +425,9 @@ def _resolve_relative_paths(data: dict[str, Any], base: Path) -> None:
         tok["path"] = str((base / tok["path"]).resolve())
     _resolve_benchmark_paths(data, base)
     _resolve_sft_paths(data, base)
+    validate = (data.get("stages") or {}).get("task_validate")
+    if isinstance(validate, dict) and isinstance(validate.get("tasks"), str) and not Path(validate["tasks"]).is_absolute():
+        validate["tasks"] = str((base / validate["tasks"]).resolve())
 
 
 def _resolve_sft_paths(data: dict[str, Any], base: Path) -> None:

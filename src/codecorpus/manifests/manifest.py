@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from codecorpus import schema
+from codecorpus.manifests import rl
 from codecorpus.manifests.megatron import (
     FileInfo,
     IndexInfo,
@@ -628,6 +629,8 @@ def verify(path: Path | str) -> list[str]:
         return verify_run(path)
     if kind == schema.SET_MANIFEST_KIND:
         return verify_set(path)
+    if kind == rl.RL_MANIFEST_KIND:
+        return rl.verify(path)
     return [
         f"{path}: kind: expected {schema.RUN_MANIFEST_KIND!r} or {schema.SET_MANIFEST_KIND!r}, found {kind!r}"
     ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from codecorpus.dedup.spec import DEDUP
+from codecorpus.envs.stages import ENV_DISCOVER, ENV_VERIFY, TASK_VALIDATE
 from codecorpus.filters.spec import FILTERS
 from codecorpus.ingest.spec import INGEST
 from codecorpus.langid.spec import LANGID
@@ -30,11 +31,15 @@ from codecorpus.tokenize.spec import TOKENIZE
 
 PRETRAIN: Pipeline = (INGEST, LANGID, FILTERS, DEDUP, TOKENIZE, PACK)
 SFT: Pipeline = (SFT_INGEST, SFT_VALIDATE, SFT_SELECT, SFT_DEDUP, SFT_RENDER, SFT_PACK)
-PIPELINES: dict[str, Pipeline] = {"pretrain": PRETRAIN, "sft": SFT}
+REPO_ENVS: Pipeline = (ENV_DISCOVER, ENV_VERIFY, TASK_VALIDATE)
+PIPELINES: dict[str, Pipeline] = {"pretrain": PRETRAIN, "sft": SFT, "repo-envs": REPO_ENVS}
 
 
 def pipeline_of(recipe: Any) -> Pipeline:
-    """The pipeline a recipe runs: SFT when it ingests traces, else pretraining."""
+    """The pipeline a recipe runs: SFT when it ingests traces, environments when it discovers
+    them, else pretraining."""
+    if recipe.stages.env_discover is not None:
+        return REPO_ENVS
     return SFT if recipe.stages.sft_ingest is not None else PRETRAIN
 
 
