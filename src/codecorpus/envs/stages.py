@@ -27,7 +27,6 @@ import functools
 import hashlib
 import json
 import os
-import resource
 import shutil
 import subprocess
 import tempfile
@@ -445,12 +444,6 @@ def _env_for(task: dict, envs: list[dict], gitdir: Path) -> dict:
     return next((e for e in envs if e["dependency_hash"] == dep_hash), envs[0])
 
 
-def _children_cpu() -> float:
-    """CPU seconds of this process's finished children (the sandboxed commands), user + system."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def _validate_repo(ref: RepoRef, own: list[dict], envs: list[dict], cfg: TaskValidateConfig,
                    vcfg: verify.VerifyConfig) -> tuple[list[dict], list[tuple[dict, str]]]:
     """Validated task rows, and (row, reason) drops, of one repository's candidates."""
@@ -468,10 +461,10 @@ def _validate_repo(ref: RepoRef, own: list[dict], envs: list[dict], cfg: TaskVal
             continue
         env_row = _env_for(task, envs, gitdir)
         env = verification_of(env_row["verification"])
-        before = _children_cpu()
-        valid, failed = verify.validate_instances(gitdir, [task], env, vcfg, max_per_repo=1)
+        cpu: dict[str, float] = {}
+        valid, failed = verify.validate_instances(gitdir, [task], env, vcfg, max_per_repo=1, cpu_seconds=cpu)
         row = _task_row(task, ref.name, ref.source, env_row[schema.LANG], env_row["env_file"],
-                        round(_children_cpu() - before, 3))
+                        cpu.get(task["instance_id"], 0.0))
         if valid:
             kept.append({**row, "instance": json.dumps(valid[0], sort_keys=True)})
         else:
