@@ -47,7 +47,7 @@ from codecorpus.envs import spec as envspec
 from codecorpus.envs.config import EnvDiscoverConfig, EnvVerifyConfig, TaskValidateConfig
 from codecorpus.ingest import git as ingest_git
 from codecorpus.ingest.config import GitSource, LocalSource
-from codecorpus.manifests import rl
+from codecorpus.manifests.rl import build_manifest, write_manifest
 from codecorpus.model import RecipeError, config_hash
 from codecorpus.pipeline import tasks
 from codecorpus.pipeline.spec import Job, StageRun, StageSpec
@@ -514,8 +514,8 @@ def write_task_outputs(ctx: tasks.TaskContext, n_shards: int, root: str) -> dict
     lines = [json.dumps({**json.loads(r["instance"]), "environment": f"{ENVS_DIR}/{r['env_file']}"},
                         sort_keys=True) for r in rows]
     atomic_write_bytes(Path(root) / VERIFIED_TASKS, "".join(f"{line}\n" for line in lines).encode())
-    manifest = rl.build_manifest(Path(root), ENVS_DIR, VERIFIED_TASKS)
-    rl.write_manifest(Path(root), manifest)
+    manifest = build_manifest(Path(root), ENVS_DIR, VERIFIED_TASKS)
+    write_manifest(Path(root), manifest)
     return {"tasks": len(lines), "environments": len(manifest["environments"])}
 
 

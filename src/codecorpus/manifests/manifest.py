@@ -28,7 +28,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from codecorpus import schema
-from codecorpus.manifests import rl
 from codecorpus.manifests.megatron import (
     FileInfo,
     IndexInfo,
@@ -40,6 +39,8 @@ from codecorpus.manifests.megatron import (
     shard_file,
     token_dtype,
 )
+from codecorpus.manifests.rl import RL_MANIFEST_KIND
+from codecorpus.manifests.rl import verify as verify_rl
 from codecorpus.storage.atomic import atomic_write_bytes, sha256_file
 
 SHARD_COUNTS = ("tokens", "documents", "segments", "sequences", "loss_tokens", "padding_tokens")
@@ -629,8 +630,8 @@ def verify(path: Path | str) -> list[str]:
         return verify_run(path)
     if kind == schema.SET_MANIFEST_KIND:
         return verify_set(path)
-    if kind == rl.RL_MANIFEST_KIND:
-        return rl.verify(path)
+    if kind == RL_MANIFEST_KIND:
+        return verify_rl(path)
     return [
         f"{path}: kind: expected {schema.RUN_MANIFEST_KIND!r} or {schema.SET_MANIFEST_KIND!r}, found {kind!r}"
     ]
