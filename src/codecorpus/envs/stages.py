@@ -378,7 +378,7 @@ def verify_fn(run: StageRun) -> functools.partial:
 
 
 def verify_parts(recipe: Any) -> list[Any]:
-    """The proposer's code (its source file's digest) and the host toolchains' versions."""
+    """The proposer's code (its source file's digest): a changed proposer redoes verification."""
     cfg = recipe.stages.env_verify
     parts: list[Any] = []
     if cfg.proposer:
@@ -420,8 +420,17 @@ def _read_tasks(path: str | None) -> tuple[list[dict], int]:
     return rows, bad
 
 
-def _matches(task_repo: str, name: str) -> bool:
-    return task_repo == name or task_repo.rsplit("/", 1)[-1] == name.rsplit("/", 1)[-1]
+def owner_of(task_repo: str, names: list[str]) -> str | None:
+    """The repository a task's ``repo`` names: the same name, else the one name sharing its
+    last part (``owner/calc`` is ``calc``); None when there is none or several.
+
+    >>> owner_of("psf/requests", ["requests", "flask"]), owner_of("x/y", ["a/y", "b/y"])
+    ('requests', None)
+    """
+    if task_repo in names:
+        return task_repo
+    last = [n for n in names if n.rsplit("/", 1)[-1] == task_repo.rsplit("/", 1)[-1]]
+    return last[0] if len(last) == 1 else None
 
 
 def _task_row(task: dict, name: str, source: str, lang: str, env_file: str = "", cpu: float = 0.0) -> dict:
@@ -472,13 +481,13 @@ def _validate_repo(ref: RepoRef, own: list[dict], envs: list[dict], cfg: TaskVal
     return kept, drops
 
 
-def validate_task_job(ctx: tasks.TaskContext, shard: int, in_stage: str, ref: RepoRef,
+def validate_task_job(ctx: tasks.TaskContext, shard: int, in_stage: str, ref: RepoRef, names: list[str],
                       cfg: TaskValidateConfig, vcfg: verify.VerifyConfig) -> dict:
     """One repository's task candidates -> validated tasks and drops."""
     t0 = time.perf_counter()
     envs = tasks.read_parquet(ctx.run.part(in_stage, shard)).to_pylist()
     candidates, _ = _read_tasks(cfg.tasks)
-    own = [t for t in candidates if _matches(t["repo"], ref.name)]
+    own = [t for t in candidates if owner_of(t["repo"], names) == ref.name]
     kept, drops = _validate_repo(ref, own, envs, cfg, vcfg)
     return _finish_tasks(ctx, shard, len(own), kept, drops, t0)
 
@@ -499,7 +508,7 @@ def unmatched_job(ctx: tasks.TaskContext, shard: int, names: list[str], cfg: Tas
     t0 = time.perf_counter()
     candidates, bad = _read_tasks(cfg.tasks)
     drops = [(_task_row(t, t["repo"], "", schema.UNKNOWN), UNKNOWN_REPOSITORY) for t in candidates
-             if not any(_matches(t["repo"], n) for n in names)]
+             if owner_of(t["repo"], names) is None]
     drops += [(_task_row({"instance_id": f"line-{i}"}, "", "", schema.UNKNOWN), BAD_TASK_RECORD)
               for i in range(bad)]
     return _finish_tasks(ctx, shard, len(drops), [], drops, t0)
@@ -523,11 +532,12 @@ def validate_phases(run: StageRun) -> list[dict[str, Any]]:
     """One task per repository, one for candidates of no repository, then the outputs."""
     cfg, vcfg = run.cfg, verify_config(run.recipe.stages.env_verify, run.run.root)
     refs: list[RepoRef] = list(run.shards)
-    jobs = [Job(schema.shard_name(i), validate_task_job, (run.task, i, run.upstream, ref, cfg, vcfg),
+    names = [r.name for r in refs]
+    jobs = [Job(schema.shard_name(i), validate_task_job, (run.task, i, run.upstream, ref, names, cfg, vcfg),
                 (str(run.run.part(run.upstream, i)), cfg.tasks or ""))
             for i, ref in enumerate(refs)]
     jobs.append(Job(schema.shard_name(len(refs)), unmatched_job,
-                    (run.task, len(refs), [r.name for r in refs], cfg), (cfg.tasks or "",)))
+                    (run.task, len(refs), names, cfg), (cfg.tasks or "",)))
     results = run.run_tasks("task_validate", jobs)
     run.call("task_validate:outputs", write_task_outputs, run.task, len(jobs), str(run.run.root))
     return results
