@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +26,7 @@ def test_shipped_recipe_runs_and_verifies(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     repos = sorted(json.loads(p.read_text())["repo"] for p in run.glob("envs/*.json"))
-    assert repos == ["calc", "greet"]
+    assert repos == (["calc", "greet"] if shutil.which("node") else ["calc"])
     tasks = [json.loads(line) for line in (run / "verified" / "tasks.jsonl").read_text().splitlines()]
     assert [json.loads(t["FAIL_TO_PASS"]) for t in tasks] == [["test_calc.CalcTest.test_clamp"]]
     verify = subprocess.run([*cmd, "manifest", "verify", str(run)], env=env, capture_output=True, text=True)
