@@ -40,6 +40,7 @@ from codecorpus.manifests.megatron import (
     token_dtype,
 )
 from codecorpus.manifests.rl import RL_MANIFEST_KIND
+from codecorpus.manifests.rl import show as show_rl
 from codecorpus.manifests.rl import verify as verify_rl
 from codecorpus.storage.atomic import atomic_write_bytes, sha256_file
 
@@ -684,6 +685,8 @@ def show(path: Path | str) -> str:
     m = json.loads(path.read_text())
     if m.get("kind") == schema.SET_MANIFEST_KIND:
         return "\n".join(_show_set(m))
+    if m.get("kind") == RL_MANIFEST_KIND:
+        return "\n".join(show_rl(m))
     lines = [f"run {path.parent}  ({len(m.get('sets', {}))} sets)"]
     for name, entry in sorted(m.get("sets", {}).items()):
         set_m, error = _load(path.parent / entry["path"])

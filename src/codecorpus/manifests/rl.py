@@ -109,3 +109,11 @@ def verify(path: Path) -> list[str]:
         return _env_problems(root, m) + _task_problems(root, m)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         return [f"{path}: malformed RL manifest or task file: {type(err).__name__}: {err}"]
+
+
+def show(m: dict[str, Any]) -> list[str]:
+    """A readable summary of an RL manifest."""
+    t = m.get("tasks") or {}
+    lines = [f"rl manifest: {len(m.get('environments', []))} environments, {t.get('count', 0)} tasks ({t.get('path')})"]
+    lines += [f"  {e['path']}  {e['toolchain']}  {e['repo']}@{e['revision'][:12]}" for e in m.get("environments", [])]
+    return lines
