@@ -27,15 +27,34 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    """Nodes under ``if TYPE_CHECKING:``: annotations only, never executed."""
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    return skip
+
+
 def imports_of(path: Path) -> set[str]:
-    """Every codecorpus module ``path`` imports (``from a import b`` counts ``a`` and ``a.b``)."""
+    """Every codecorpus module ``path`` imports when it runs, in functions too.
+
+    ``from a import b`` counts ``a.b`` when that is a module, else ``a``; a parent
+    package runs first anyway, so it is no edge of its own.
+    """
+    tree = ast.parse(path.read_text())
+    skip = _type_checking_nodes(tree)
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found.update(f"{node.module}.{a.name}" for a in node.names)
+            subs = {f"{node.module}.{a.name}" for a in node.names} & set(MODULES)
+            found.update(subs)
+            if len(subs) < len(node.names):
+                found.add(node.module)
     return found
 
 

@@ -117,19 +117,35 @@ def _local_view(path: str) -> Path:
     return root
 
 
+SET_STAGES = ("pack", "sft_pack")
+"""Stages that write output sets: their token figures are the sets' own, as written."""
+
+
 def print_summary(result) -> None:
+    """One row per stage, and one per output set with the tokens its shards hold.
+
+    A packing stage reads each document once but writes it into every set, copies
+    included (mixture upsampling, long-context repetition), so its tokens are shown
+    per set from the set manifests, never as one stage figure.
+    """
     table = Table(title=f"codecorpus run: {result.run_dir}  ({result.seconds:.1f} s)")
-    for col in ("stage", "shards", "docs in", "docs out", "dropped", "MB in", "MB out", "tokens", "seconds"):
+    for col in ("stage", "shards", "docs in", "docs out", "dropped", "skipped", "MB in", "MB out", "tokens",
+                "seconds"):
         table.add_column(col, justify="left" if col == "stage" else "right")
     last = None
     for st in result.stages:
         s = st.stats
         dropped = sum(s["dropped"].values())
+        skipped = sum(s.get("skipped_entries", {}).values())
+        tokens = "" if st.name in SET_STAGES else f"{s['tokens_out'] or s['tokens_in']:,}"
         table.add_row(
-            st.name, str(s["shards"]), f"{s['rows_in']:,}", f"{s['rows_out']:,}", f"{dropped:,}",
-            f"{s['bytes_in'] / 1e6:.1f}", f"{s['bytes_out'] / 1e6:.1f}",
-            f"{s['tokens_out'] or s['tokens_in']:,}", f"{st.seconds:.1f}",
+            st.name, str(s["shards"]), f"{s['rows_in']:,}", f"{s['rows_out']:,}", f"{dropped:,}", f"{skipped:,}",
+            f"{s['bytes_in'] / 1e6:.1f}", f"{s['bytes_out'] / 1e6:.1f}", tokens, f"{st.seconds:.1f}",
         )
+        if st.name in SET_STAGES:
+            for name, totals in _set_totals(result.run_dir).items():
+                table.add_row(f"  set {name}", "", "", f"{totals.get('documents', 0):,}", "", "", "", "",
+                              f"{totals.get('tokens', 0):,}", "")
         last = s
     out.print(table)
     if last and last["langs_out"]:
@@ -142,13 +158,37 @@ def print_summary(result) -> None:
         out.print(langs)
 
 
-@manifest_app.command("verify")
-def manifest_verify(path: Annotated[str, typer.Argument(help="run dir (or s3:// run), set dir or manifest.json")]) -> None:
-    """Re-hash every shard and re-count tokens and documents; exit 1 on any mismatch."""
-    from codecorpus.manifests.manifest import verify
+def _set_totals(run_dir: Path) -> dict[str, dict]:
+    """Each output set's totals as its manifest records them (tokens counted from the shards)."""
+    import json
 
+    path = schema.RunPaths(Path(run_dir)).manifest
+    if not path.is_file():
+        return {}
+    sets = json.loads(path.read_text()).get("sets", {})
+    return {name: entry.get("totals", {}) for name, entry in sorted(sets.items())}
+
+
+@manifest_app.command("verify")
+def manifest_verify(
+    path: Annotated[str, typer.Argument(help="run dir (or s3:// run), set dir or manifest.json")],
+    split: Annotated[
+        str | None, typer.Option(help="a Megatron --split (e.g. 969,30,1): fail if a shard leaves one of its splits empty")
+    ] = None,
+) -> None:
+    """Re-hash every shard and re-count tokens and documents; exit 1 on any mismatch."""
+    from codecorpus.manifests.manifest import split_notes, verify
+    from codecorpus.manifests.splits import split_matrix
+
+    if split is not None:
+        try:
+            split_matrix(split)
+        except ValueError as e:
+            _fail(f"--split: {e}")
     path = _local_view(path)
-    problems = verify(path)
+    problems = verify(path, split)
+    for note in split_notes(path):
+        console.print(f"[yellow]note:[/] {note}", highlight=False)
     if problems:
         for p in problems:
             console.print(f"[red]MISMATCH[/] {p}", highlight=False)

@@ -62,6 +62,9 @@ LICENSE_METHODS = (
 EXPANDED_ROWS = "_expanded_rows"
 """MapResult counter of ingest: entries a read task enumerated beyond its planned units
 (archive members, JSONL lines) so that rows_in = planned + expanded = rows_out + dropped."""
+EXPANDED_BYTES = "_expanded_bytes"
+"""MapResult counter of ingest: input bytes of the rows read out of units the plan could
+not size per document (archive members, records), counted into the task's bytes_in."""
 
 DOC_SCHEMA = pa.schema(
     [
@@ -226,6 +229,11 @@ def shard_name(index: int) -> str:
     return f"part-{index:05d}"
 
 
+def merging_shard_name(first: int) -> str:
+    """Where shards merged into packed shard ``first`` are written before they replace it."""
+    return f"{shard_name(first)}.merging"
+
+
 @dataclass(frozen=True)
 class RunPaths:
     """Every path inside a run directory. Nothing else spells these names."""
@@ -292,6 +300,13 @@ class RunPaths:
 
     def dropped(self, stage: str, shard: int) -> Path:
         return self.dropped_dir(stage) / f"{shard_name(shard)}.parquet"
+
+    def skipped_dir(self, stage: str) -> Path:
+        """Log of the entries a source stage stepped over that are not documents (drop-log layout)."""
+        return self.stage_dir(stage) / "_skipped"
+
+    def skipped(self, stage: str, shard: int) -> Path:
+        return self.skipped_dir(stage) / f"{shard_name(shard)}.parquet"
 
     def stats(self, stage: str) -> Path:
         return self.stage_dir(stage) / "_stats.json"

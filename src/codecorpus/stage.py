@@ -3,7 +3,8 @@
 Map stages are ``fn(table, cfg) -> MapResult``: annotators return every row with
 new columns; filters return the kept rows and a drop-log table whose row count
 is exactly the number of rows removed. ``runtime/`` checks
-``rows_in == rows_out + dropped`` for every task.
+``rows_in == rows_out + dropped`` and ``bytes_in + bytes_changed == bytes_out +
+bytes_dropped`` for every task.
 """
 
 from __future__ import annotations
@@ -24,6 +25,13 @@ class MapResult:
     dropped: pa.Table = field(default_factory=schema.empty_drops)
     counters: Counter[str] = field(default_factory=Counter)
     """Extra named counts (e.g. ``tokens``) summed into the stage stats."""
+    bytes_changed: int = 0
+    """Bytes the stage's rewrites added (+) or removed (-) in the rows it returns or drops
+    (redaction, re-encoding): ``bytes_in + bytes_changed = bytes_out + bytes_dropped``."""
+    skipped: pa.Table = field(default_factory=schema.empty_drops)
+    """Entries that are not documents (a skipped directory, a symlink), in the drop-log
+    layout: logged and counted by reason, never rows, so they are in neither side of
+    ``rows_in = rows_out + dropped``."""
 
 
 def concat_drops(parts: list[pa.Table]) -> pa.Table:

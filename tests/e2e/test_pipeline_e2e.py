@@ -64,7 +64,7 @@ def stats(run_dir: Path, stage: str) -> dict:
 
 
 EXPECTED = {
-    "ingest": (13, 9, {"skipped_dir": 1, "binary": 1, "undecodable": 1, "empty": 1}),
+    "ingest": (12, 9, {"binary": 1, "undecodable": 1, "empty": 1}),  # + .git, a skipped entry
     "langid": (9, 9, {}),
     "filters": (9, 8, {"max_line_len": 1}),
     "dedup": (8, 7, {"exact_duplicate": 1}),
@@ -79,6 +79,8 @@ def test_stage_stats_exact_counts_and_conservation(finished_run):
         s = stats(run_dir, stage)
         assert (s["rows_in"], s["rows_out"], s["dropped"]) == (rows_in, rows_out, dropped), stage
         assert s["rows_in"] == s["rows_out"] + sum(s["dropped"].values())
+        assert s["bytes_in"] + s["bytes_changed"] == s["bytes_out"] + s["bytes_dropped"], stage
+        assert s["skipped_entries"] == ({"skipped_dir": 1} if stage == "ingest" else {}), stage
         assert {"bytes_in", "bytes_out", "langs_in", "langs_out", "task_seconds", "dropped_by_lang"} <= s.keys()
     assert stats(run_dir, "ingest")["shards"] > 2
 
@@ -95,7 +97,9 @@ def test_drop_logs_name_every_dropped_document(finished_run):
     keeper = next(k for k in kept if k["id"] == dedup_drops[0]["dup_of"])
     assert keeper["path"] in {"main.py", "copy.py"}
     ingest_reasons = {d["path"]: d["reason"] for d in pq.read_table(paths.dropped_dir("ingest")).to_pylist()}
-    assert ingest_reasons == {".git": "skipped_dir", "logo.bin": "binary", "legacy.py": "undecodable", "empty.txt": "empty"}
+    assert ingest_reasons == {"logo.bin": "binary", "legacy.py": "undecodable", "empty.txt": "empty"}
+    skipped = {d["path"]: d["reason"] for d in pq.read_table(paths.skipped_dir("ingest")).to_pylist()}
+    assert skipped == {".git": "skipped_dir"}
 
 
 def test_languages_are_tagged(finished_run):

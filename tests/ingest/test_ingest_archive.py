@@ -14,7 +14,7 @@ import zstandard
 
 from codecorpus import schema
 from codecorpus.config import ArchiveSource, IngestConfig
-from codecorpus.ingest.plan import plan_shards
+from codecorpus.ingest.plan import NOT_DOCUMENTS, plan_shards
 from codecorpus.ingest.read import read_shard
 from conftest import MAIN_PY, UTIL_JS
 
@@ -50,6 +50,7 @@ HOSTILE = {"unsafe_path": 2, "symlink": 1, "hardlink": 1, "special_file": 2, "to
 
 
 def _read(path: Path, **kw) -> tuple[list[dict], Counter, int, int]:
+    """Rows, drop and skip reasons together (links and special members are skipped entries)."""
     cfg = IngestConfig(max_file_bytes=1000, **{k: v for k, v in kw.items() if k == "max_archive_bytes"})
     src = ArchiveSource(type="archive", name="a", path=str(path),
                         **{k: v for k, v in kw.items() if k != "max_archive_bytes"})
@@ -57,9 +58,12 @@ def _read(path: Path, **kw) -> tuple[list[dict], Counter, int, int]:
     results = [read_shard(s, cfg) for s in shards]
     rows = pa.concat_tables([r.table for r in results]).to_pylist()
     drops = Counter(x for r in results for x in r.dropped.column(schema.REASON).to_pylist())
+    skipped = Counter(x for r in results for x in r.skipped.column(schema.REASON).to_pylist())
     planned = sum(len(s) for s in shards)
     expanded = sum(r.counters.get(schema.EXPANDED_ROWS, 0) for r in results)
-    assert planned + expanded == len(rows) + sum(drops.values())  # the conservation law
+    assert planned + expanded == len(rows) + sum(drops.values()) + sum(skipped.values())  # the conservation law
+    assert not set(drops) & NOT_DOCUMENTS and set(skipped) <= NOT_DOCUMENTS
+    drops.update(skipped)
     return rows, drops, planned, expanded
 
 

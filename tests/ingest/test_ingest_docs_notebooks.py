@@ -25,7 +25,9 @@ def _ingest(src, **cfg) -> tuple[dict[str, dict], dict[str, str]]:
     results = [read_shard(s, IngestConfig(**cfg)) for s in shards]
     rows = pa.concat_tables([r.table for r in results]).to_pylist()
     drops = {d["path"]: d["reason"] for r in results for d in r.dropped.to_pylist()}
-    assert len(rows) + len(drops) == sum(len(s) for s in shards)
+    skipped = {d["path"]: d["reason"] for r in results for d in r.skipped.to_pylist()}
+    assert len(rows) + len(drops) + len(skipped) == sum(len(s) for s in shards)
+    drops.update(skipped)  # vendored directories are skipped entries, vendored files drops
     return {r["path"]: r for r in rows}, drops
 
 
@@ -90,9 +92,9 @@ def test_every_exclusion_reason(tmp_path: Path):
     (tmp_path / "src/ok.ts").write_text("export const y = 2;\n")
     rows, drops = _ingest(LocalSource(type="local", name="l", path=str(tmp_path), layout="repo"))
     assert set(rows) == {"src/ok.ts"}
-    assert Counter(drops.values()) == {"vendored": 3, "lockfile": 1, "minified": 2,
+    assert Counter(drops.values()) == {"vendored_dir": 3, "lockfile": 1, "minified": 2,
                                        "protobuf_generated": 1, "generated": 1}
-    assert drops["src/bundle.js"] == "minified" and drops["dist"] == "vendored"
+    assert drops["src/bundle.js"] == "minified" and drops["dist"] == "vendored_dir"
     rows, _ = _ingest(LocalSource(type="local", name="l", path=str(tmp_path), layout="repo"),
                       exclude_generated=False, vendored_dirs=())
     assert "src/gen.ts" in rows and "node_modules/pkg/index.js" in rows

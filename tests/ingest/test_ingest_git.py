@@ -70,10 +70,12 @@ def test_git_source_reads_blobs_at_a_revision(repo: Path):
     drops = {d["path"]: (d["reason"], d["detail"]) for r in results for d in r.dropped.to_pylist()}
     assert {p: r for p, (r, _) in drops.items()} == {
         "vendor/dep.go": "vendored", "package-lock.json": "lockfile", "api_pb2.py": "protobuf_generated",
-        "gen.go": "generated", "big.txt": "too_large", "link.py": "symlink", "ext/sub": "submodule",
+        "gen.go": "generated", "big.txt": "too_large",
     }
-    assert str(repo.parent / "sub") in drops["ext/sub"][1]
-    assert len(rows) + len(drops) == len(refs)
+    skipped = {d["path"]: (d["reason"], d["detail"]) for r in results for d in r.skipped.to_pylist()}
+    assert {p: r for p, (r, _) in skipped.items()} == {"link.py": "symlink", "ext/sub": "submodule"}
+    assert str(repo.parent / "sub") in skipped["ext/sub"][1]
+    assert len(rows) + len(drops) + len(skipped) == len(refs)
 
 
 def test_git_source_at_an_older_revision_and_by_url(repo: Path, tmp_path: Path):
@@ -97,5 +99,5 @@ def test_counts_conserve(repo: Path):
     assert len(shards) > 1
     for s in shards:
         r = read_shard(s)
-        assert r.table.num_rows + r.dropped.num_rows == len(s)
+        assert r.table.num_rows + r.dropped.num_rows + r.skipped.num_rows == len(s)
     assert Counter(type(u).__name__ for s in shards for u in s) == {"FileRef": 10}

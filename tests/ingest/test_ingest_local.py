@@ -24,8 +24,10 @@ def test_local_repos_rows_and_drop_reasons(tmp_path):
     rows = sum(r.table.num_rows for r in results)
     drops = Counter(x for r in results for x in r.dropped.column(schema.REASON).to_pylist())
     assert len(refs) == 13
-    assert drops == {"skipped_dir": 1, "binary": 1, "undecodable": 1, "empty": 1}
-    assert rows + sum(drops.values()) == len(refs)
+    skipped = Counter(x for r in results for x in r.skipped.column(schema.REASON).to_pylist())
+    assert drops == {"binary": 1, "undecodable": 1, "empty": 1}
+    assert skipped == {"skipped_dir": 1}  # .git: an entry, not a dropped document
+    assert rows + sum(drops.values()) + sum(skipped.values()) == len(refs)
     table = results[0].table
     assert table.select(schema.DOC_SCHEMA.names).schema == schema.DOC_SCHEMA
     extra = {schema.LICENSE_METHOD, schema.STARS, schema.FORKS, schema.LAST_COMMIT}
@@ -53,8 +55,9 @@ def test_size_cap_and_symlink(tmp_path):
     (tmp_path / "repo-b" / "link.py").symlink_to(tmp_path / "repo-a" / "main.py")
     _, results = _ingest(tmp_path, max_file_bytes=3000)
     drops = Counter(x for r in results for x in r.dropped.column(schema.REASON).to_pylist())
+    skipped = Counter(x for r in results for x in r.skipped.column(schema.REASON).to_pylist())
     assert drops["too_large"] == 1
-    assert drops["symlink"] == 1
+    assert skipped["symlink"] == 1 and "symlink" not in drops
 
 
 def test_unreadable_file_is_dropped_not_raised(tmp_path):

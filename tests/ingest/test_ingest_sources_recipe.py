@@ -13,7 +13,7 @@ import pytest
 
 from codecorpus import schema
 from codecorpus.config import RecipeError, load_recipe_data, recipe_to_yaml
-from codecorpus.ingest.plan import plan_shards
+from codecorpus.ingest.plan import document_bytes, plan_shards
 from codecorpus.ingest.read import read_shard
 from codecorpus.pipeline import tasks
 from conftest import write_repos
@@ -68,8 +68,10 @@ def test_ingest_task_counts_expanded_units(tmp_path: Path):
     assert len(shards) == 1 and len(shards[0]) == 13 + 1 + 1
     run = schema.RunPaths(tmp_path / "run")
     ctx = tasks.TaskContext(run, "ingest", "h")
-    stats = tasks.ingest_task(ctx, 0, functools.partial(read_shard, shards[0], recipe.stages.ingest), 0, 15)
-    assert stats["rows_in"] == 13 + 3 + 2
+    read = functools.partial(read_shard, shards[0], recipe.stages.ingest)
+    stats = tasks.ingest_task(ctx, 0, read, document_bytes(shards[0]), 15)
+    assert stats["rows_in"] == 12 + 3 + 2 and stats["skipped_entries"] == {"skipped_dir": 1}  # .git is no document
     assert stats["rows_in"] == stats["rows_out"] + sum(stats["dropped"].values())
+    assert stats["bytes_in"] + stats["bytes_changed"] == stats["bytes_out"] + stats["bytes_dropped"]
     assert stats["dropped"]["unsafe_path"] == 1 and stats["dropped"]["bad_json"] == 1
     assert schema.EXPANDED_ROWS not in stats.get("counters", {})

@@ -19,7 +19,8 @@ SEQ_LEN = 32
 EOS = 0
 
 
-def build_set(set_dir, n_shards=2, docs_per_shard=40, seed=0, mask=False):
+def build_set(set_dir, n_shards=2, docs_per_shard=800, seed=0, mask=False):
+    """Shards of more than the split floor (501) packed sequences each, as codecorpus emits them."""
     rng = np.random.default_rng(seed)
     records = []
     for k in range(n_shards):

@@ -83,7 +83,7 @@ def write_packed_shard(prefix: Path, docs, seq_len: int = SEQ_LEN) -> dict:
 def build_set(set_dir: Path, seq_len: int = SEQ_LEN) -> tuple[Path, list]:
     all_docs, records = [], []
     for shard in range(3):
-        docs = random_documents(shard, 10 + 5 * shard)
+        docs = random_documents(shard, 450 + 5 * shard)  # > 501 packed sequences: the split floor
         prefix = set_dir / schema.shard_name(shard)
         records.append(record_shard(prefix, write_packed_shard(prefix, docs), seq_len=SEQ_LEN))
         all_docs += docs

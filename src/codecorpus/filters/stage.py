@@ -98,21 +98,26 @@ def _decontaminate(
     return table, hit, overlap, labels
 
 
-def _redact(table: pa.Table, cfg: FiltersConfig) -> tuple[pa.Table, Counter[str]]:
-    """Redact the (kept) rows' texts; updates text, bytes and content_hash of changed rows."""
+def _redact(table: pa.Table, cfg: FiltersConfig) -> tuple[pa.Table, Counter[str], int]:
+    """Redact the (kept) rows' texts; updates text, bytes and content_hash of changed rows.
+
+    Returns the table, the redaction counters and the bytes the placeholders added or
+    removed (the stage's ``bytes_changed``).
+    """
     counters: Counter[str] = Counter()
     counts = np.zeros(table.num_rows, np.int32)
     if cfg.redact is None or table.num_rows == 0:
-        return with_column(table, schema.REDACTED, pa.array(counts)), counters
+        return with_column(table, schema.REDACTED, pa.array(counts)), counters, 0
     texts, per_row = redact.redact_column(table.column(schema.TEXT), table.column(schema.ID).to_pylist(), cfg.redact)
     nbytes = table.column(schema.BYTES).to_pylist()
     hashes = table.column(schema.CONTENT_HASH).to_pylist()
-    changed = False
+    changed, delta = False, 0
     for i, (new, kinds) in enumerate(zip(texts, per_row, strict=True)):
         if not kinds:
             continue
         changed = True
         data = new.encode("utf-8", "surrogatepass")
+        delta += len(data) - nbytes[i]
         texts[i], nbytes[i], hashes[i] = new, len(data), schema.content_hash(data)
         counts[i] = sum(kinds.values())
         counters.update({f"redact.{k}": v for k, v in kinds.items()})
@@ -121,7 +126,7 @@ def _redact(table: pa.Table, cfg: FiltersConfig) -> tuple[pa.Table, Counter[str]
         for name, values in ((schema.TEXT, texts), (schema.BYTES, nbytes), (schema.CONTENT_HASH, hashes)):
             col = table.schema.get_field_index(name)
             table = table.set_column(col, table.schema.field(col), pa.array(values, table.schema.field(col).type))
-    return with_column(table, schema.REDACTED, pa.array(counts)), counters
+    return with_column(table, schema.REDACTED, pa.array(counts)), counters, delta
 
 
 def run(table: pa.Table, cfg: FiltersConfig, index: decontam.DecontamIndex | None = None) -> MapResult:
@@ -151,6 +156,6 @@ def run(table: pa.Table, cfg: FiltersConfig, index: decontam.DecontamIndex | Non
         score=[score[i] for i in drop],
         threshold=[limit[i] for i in drop],
     )
-    kept, redacted = _redact(table.filter(pa.array(keep)), cfg)
+    kept, redacted, bytes_changed = _redact(table.filter(pa.array(keep)), cfg)
     counters.update(redacted)
-    return MapResult(kept, dropped, counters)
+    return MapResult(kept, dropped, counters, bytes_changed=bytes_changed)

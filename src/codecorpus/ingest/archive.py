@@ -78,7 +78,7 @@ class ArchiveCapError(Exception):
 
 def read_archive(ref: ArchiveRef, out: Collector) -> None:
     """Append every member of one archive to ``out`` (documents or drops)."""
-    before = len(out.drops) + len(out.docs.get("id", []))
+    before = out.entries()
     repo_files: dict[str, dict[str, str]] = {}
     budget = _Budget(ref.max_total_bytes)
     archive_origin = Origin(ref.source, ref.repo, ref.location.rsplit("/", 1)[-1], ref.revision)
@@ -99,7 +99,7 @@ def read_archive(ref: ArchiveRef, out: Collector) -> None:
     if seen == 0:
         out.drop(archive_origin, ref.size, "empty_archive")
         seen = 1
-    emitted = len(out.drops) + len(out.docs.get("id", [])) - before
+    emitted = out.entries() - before
     assert emitted == seen, f"archive {ref.location}: {seen} entries enumerated, {emitted} rows"
     out.expanded += emitted - 1
     _set_licenses(ref, out, repo_files)

@@ -2,7 +2,8 @@
 
 Every reader (local files, git blobs, S3 objects, archive members, dataset records)
 feeds a :class:`Collector`, which owns decoding, exclusions, notebook and HTML
-conversion, and the row layout. Readers import this module; it imports none of them.
+conversion, the row layout and the shard's byte accounts. Readers import this
+module; it imports none of them.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pyarrow as pa
 
 from codecorpus import schema
 from codecorpus.ingest import docs, exclusions, notebook, repometa
+from codecorpus.ingest.refs import NOT_DOCUMENTS
 from codecorpus.stage import MapResult
 
 STAGE = "ingest"
@@ -44,19 +46,36 @@ class Collector:
     skip_dirs: frozenset[str] = frozenset()
     docs: dict[str, list] = field(default_factory=lambda: defaultdict(list))
     drops: list[tuple[Origin, int, str, str | None]] = field(default_factory=list)
+    skipped: list[tuple[Origin, int, str, str | None]] = field(default_factory=list)
     expanded: int = 0
+    bytes_read: int = 0
+    """Input bytes of every document row so far (kept and dropped)."""
+    bytes_changed: int = 0
+
+    def entries(self) -> int:
+        """Rows and skipped entries so far (what a container reader enumerated)."""
+        return len(self.drops) + len(self.skipped) + len(self.docs.get(schema.ID, []))
 
     def drop(self, origin: Origin, size: int, reason: str, detail: str | None = None) -> None:
+        if reason in NOT_DOCUMENTS:
+            self.skipped.append((storable_origin(origin), size, reason, detail))
+            return
         self.drops.append((storable_origin(origin), size, reason, detail))
+        self.bytes_read += size
 
-    def add_bytes(self, origin: Origin, data: bytes) -> None:
-        """Decode, exclude, convert and append one document (or its drop row)."""
+    def add_bytes(self, origin: Origin, data: bytes, size: int | None = None) -> None:
+        """Decode, exclude, convert and append one document (or its drop row).
+
+        ``size`` is the document's input size when the plan knows it (a file's size when
+        listed); what was read is measured against it.
+        """
+        size = len(data) if size is None else size
         if not data:
-            return self.drop(origin, 0, "empty")
+            return self.drop(origin, size, "empty")
         text, encoding, detail = exclusions.decode(data, self.min_encoding_evidence)
         if text is None:
-            return self.drop(origin, len(data), "binary" if encoding == "binary" else "undecodable", detail)
-        self.add_text(origin, text, encoding, len(data))
+            return self.drop(origin, size, "binary" if encoding == "binary" else "undecodable", detail)
+        self.add_text(origin, text, encoding, size)
         return None
 
     def add_text(self, origin: Origin, text: str, encoding: str, size: int) -> None:
@@ -77,6 +96,8 @@ class Collector:
         if not text.strip():
             return self.drop(origin, size, "empty", "whitespace only")
         data = text.encode("utf-8", "surrogatepass")
+        self.bytes_read += size
+        self.bytes_changed += len(data) - size
         row = {
             schema.ID: schema.document_id(origin.source, origin.repo, origin.path, origin.revision),
             schema.SOURCE: origin.source,
@@ -114,7 +135,8 @@ class Collector:
         meta = repometa.columns(self.docs.get(schema.REPO, []), self.docs.get("_meta", []))
         for name, arr in meta.items():
             table = table.append_column(pa.field(name, arr.type), arr)
-        result = MapResult(table, _drop_table(self.drops))
+        result = MapResult(table, _drop_table(self.drops), bytes_changed=self.bytes_changed,
+                           skipped=_drop_table(self.skipped))
         if self.expanded:
             result.counters[schema.EXPANDED_ROWS] = self.expanded
         return result

@@ -6,6 +6,11 @@ The plan is a pure function of the sources on disk: files are sorted by
 a version-control directory, a file over the size cap) are planned too, with
 their drop reason decided here, so that the shard that owns them logs the drop
 and every shard obeys ``rows_in = rows_out + dropped``.
+
+Entries that are not documents at all (a directory stepped over, a symlink, a
+device, a submodule pointer: :data:`NOT_DOCUMENTS`) are planned the same way but
+counted apart, as ``skipped_entries`` by reason and in the ``_skipped`` log, so
+they never count as dropped documents nor carry bytes into the byte accounting.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from codecorpus.config import (
     Source,
 )
 from codecorpus.ingest import docs, exclusions, license, pyenv
-from codecorpus.ingest.refs import ArchiveRef, FileRef, Repository, Unit
+from codecorpus.ingest.refs import NOT_DOCUMENTS, ArchiveRef, FileRef, Repository, Unit
 
 NON_INGEST_SOURCES = ("traces",)
 """Source types another part of the pipeline reads itself (issue 8's SFT traces)."""
@@ -58,6 +63,20 @@ def plan_source(src: Source, cfg: IngestConfig) -> list[Unit]:
 
         return list(records.plan(src, cfg))
     return [ref for repo in repositories(src) for ref in list_files(repo, cfg)]
+
+
+def is_document(unit: Unit) -> bool:
+    """Whether a planned unit is a document (kept or dropped), not a stepped-over entry."""
+    return getattr(unit, "skip", None) not in NOT_DOCUMENTS
+
+
+def document_bytes(shard: list[Unit]) -> int:
+    """Input bytes of a shard's planned files that are documents, too large ones included.
+
+    Archives and record files count nothing here: their reader counts the bytes of the
+    members and records it finds (``schema.EXPANDED_BYTES``).
+    """
+    return sum(u.size for u in shard if isinstance(u, FileRef) and is_document(u))
 
 
 def plan_fingerprint(shard: list[Unit]) -> str:
@@ -208,7 +227,7 @@ def _walk(root: Path, skip_dirs: set[str], exclude: set[str], vendored: frozense
             with os.scandir(root / rel_dir) as it:
                 entries = sorted(it, key=lambda e: e.name)
         except OSError:
-            yield rel_dir or ".", None, "unreadable"
+            yield rel_dir or ".", None, "unreadable_dir"
             continue
         for e in entries:
             rel = f"{rel_dir}/{e.name}" if rel_dir else e.name
@@ -232,7 +251,7 @@ def _classify(
         if e.name in skip_dirs:
             yield rel, None, "skipped_dir"
         elif e.name in vendored:
-            yield rel, None, "vendored"
+            yield rel, None, "vendored_dir"
         else:
             stack.append(rel)
     elif stat.S_ISREG(st.st_mode):

@@ -5,15 +5,24 @@ generated, or not text in any confidently detected encoding becomes a drop row,
 never an exception. Each unit type has its reader: local files here, git blobs
 (one ``git cat-file --batch`` per repository and shard), S3 objects, archives
 (member by member) and dataset slices (record by record). They all feed one
-:class:`Collector`, which owns decoding, exclusions, notebook and HTML
-conversion, and the row layout (``ingest/collect.py``, which the archive and dataset
-readers use too).
+:class:`Collector` (``ingest/collect.py``, which the archive and dataset readers
+use too), which owns decoding, exclusions, notebook and HTML conversion, and the
+row layout.
+
+The collector keeps the byte accounts of the shard: every document row carries its
+input size (the planned size of a file, the size of an archive member or record as
+read), and ``bytes_changed`` is what decoding and conversion (re-encoding to UTF-8,
+notebooks to scripts, HTML to text) added or removed, so that
+``bytes_in + bytes_changed = bytes_out + bytes_dropped`` holds for the shard.
+Entries that are not documents (:data:`codecorpus.ingest.refs.NOT_DOCUMENTS`) go to
+``MapResult.skipped`` instead of the drop log.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 
+from codecorpus import schema
 from codecorpus.config import IngestConfig
 from codecorpus.ingest import archive, exclusions, records
 from codecorpus.ingest.collect import Collector, Origin
@@ -30,14 +39,25 @@ def read_shard(refs: list[Unit], cfg: IngestConfig | None = None) -> MapResult:
         cfg.min_encoding_evidence, cfg.exclude_generated, frozenset(cfg.vendored_dirs), frozenset(cfg.skip_dirs)
     )
     git_blobs = _prefetch_git([r for r in refs if isinstance(r, FileRef) and r.store == "git" and r.skip is None])
+    expanded_bytes = 0
     for ref in refs:
-        if isinstance(ref, ArchiveRef):
-            archive.read_archive(ref, out)
-        elif isinstance(ref, RecordRef):
-            records.read_records(ref, out)
+        if isinstance(ref, ArchiveRef | RecordRef):
+            before = out.bytes_read
+            _read_container(ref, out)
+            expanded_bytes += out.bytes_read - before  # the plan sized the container, not its documents
         else:
             _read_file(ref, out, git_blobs)
-    return out.result()
+    result = out.result()
+    if expanded_bytes:
+        result.counters[schema.EXPANDED_BYTES] = expanded_bytes
+    return result
+
+
+def _read_container(ref: ArchiveRef | RecordRef, out: Collector) -> None:
+    if isinstance(ref, ArchiveRef):
+        archive.read_archive(ref, out)
+    else:
+        records.read_records(ref, out)
 
 
 def origin_of(ref: FileRef) -> Origin:
@@ -52,7 +72,7 @@ def _read_file(ref: FileRef, out: Collector, git_blobs: dict[tuple[str, str], by
         blob = git_blobs.get((ref.container, ref.key), "missing")
         if isinstance(blob, str):
             return out.drop(origin, ref.size, blob)
-        return out.add_bytes(origin, blob)
+        return out.add_bytes(origin, blob, ref.size)
     if ref.store == "s3":
         from codecorpus.ingest import s3
 
@@ -61,7 +81,7 @@ def _read_file(ref: FileRef, out: Collector, git_blobs: dict[tuple[str, str], by
         data, reason, detail = _read_local(ref)
     if reason is not None:
         return out.drop(origin, ref.size, reason, detail)
-    return out.add_bytes(origin, data)
+    return out.add_bytes(origin, data, ref.size)
 
 
 def _read_local(ref: FileRef) -> tuple[bytes, str | None, str | None]:

@@ -119,7 +119,7 @@ def _row_groups(loc: str, conn: S3Conn | None) -> list[tuple[int, int]]:
 
 
 def read_records(ref: RecordRef, out: Collector) -> None:
-    before = len(out.drops) + len(out.docs.get("id", []))
+    before = out.entries()
     stem = ref.location.rsplit("/", 1)[-1]
     unit_origin = Origin(ref.source, stem, stem if not ref.row_groups else f"{stem}#rg{ref.row_groups[0]}", "")
     cols = dict(ref.columns)
@@ -133,7 +133,7 @@ def read_records(ref: RecordRef, out: Collector) -> None:
         out.drop(unit_origin, ref.size, "corrupt_file", str(err)[:300])
     except store_errors() as err:
         out.drop(unit_origin, ref.size, "unreadable", type(err).__name__)
-    emitted = len(out.drops) + len(out.docs.get("id", [])) - before
+    emitted = out.entries() - before
     if emitted == 0:
         out.drop(unit_origin, ref.size, "empty_file")
         emitted = 1

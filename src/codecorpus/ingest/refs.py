@@ -14,6 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+NOT_DOCUMENTS = frozenset({
+    "skipped_dir", "vendored_dir", "unreadable_dir", "symlink", "not_regular_file", "submodule",
+    "hardlink", "special_file",
+})
+"""Skip reasons of entries that are not documents: directories the walk stepped over (and
+the files a listing names inside them), links, special files, submodule pointers."""
+
 
 @dataclass(frozen=True)
 class S3Conn:
@@ -115,7 +122,7 @@ class Repository:
     files: tuple[str, ...] | None = None
     """Explicit file list (relative paths), e.g. a distribution's RECORD; None = walk ``root``."""
     exclude: tuple[str, ...] = ()
-    """Relative directory paths under ``root`` logged as one ``skipped_dir`` drop each, not read."""
+    """Relative directory paths under ``root`` logged as one ``skipped_dir`` entry each (not a document), not read."""
     license_method: str = "unknown"
     kind: str = "code"
     meta: str = ""

@@ -30,7 +30,7 @@ def ingest_jobs(stage: StageRun) -> list[Job]:
     return [
         Job(schema.shard_name(i), tasks.ingest_task,
             (stage.task, i, functools.partial(read.read_shard, refs, cfg),
-             sum(r.size for r in refs if r.skip is None), len(refs)),
+             plan.document_bytes(refs), len(refs)),
             reads=tuple(_location(r) for r in refs))
         for i, refs in enumerate(stage.shards)
     ]

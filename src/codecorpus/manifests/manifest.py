@@ -11,7 +11,11 @@ are written atomically and last: a manifest on disk means its files are complete
 ``verify`` trusts nothing in a manifest: it re-hashes every file and re-counts
 every number from the ``.idx`` and segment tables, then reports every
 difference it finds (not just the first) with the file, the field, and the
-expected and found values.
+expected and found values. It also reports every blend member below
+``splits.SHARD_FLOOR`` packed sequences (Megatron's launch splits would leave
+one of its splits empty) unless the whole set is that one shard, which the
+manifest's ``megatron.split_floor`` then describes; given ``split``, it reports
+every member that would leave a split of that ``--split`` empty.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from codecorpus import schema
+from codecorpus.manifests import splits
 from codecorpus.manifests.megatron import (
     FileInfo,
     IndexInfo,
@@ -331,6 +336,8 @@ def megatron_section(shards: list[tuple[str, int, int, int]]) -> dict[str, Any]:
     JSON holds: per prefix, the idx sequence count and document count
     (``len(document_indices)``), which lets it skip reading every ``.idx`` header.
     The same mapping is written to ``schema.MEGATRON_SEQUENCES_FILE`` beside the manifest.
+    ``split_floor`` states which ``--split`` values every blend member can serve
+    (``splits.split_statement``).
 
     >>> megatron_section([("part-00000", 10, 3, 2)])["sequences_per_dataset"]
     {'part-00000': [3, 3]}
@@ -339,6 +346,7 @@ def megatron_section(shards: list[tuple[str, int, int, int]]) -> dict[str, Any]:
         "data_path": megatron_data_path([(p, t) for p, t, _, _ in shards]),
         "sequences_per_dataset": {p: [seg, seqs + 1] for p, t, seg, seqs in shards if t},
         "sequences_file": schema.MEGATRON_SEQUENCES_FILE,
+        "split_floor": splits.split_statement([seqs for _, t, _, seqs in shards if t]),
     }
 
 
@@ -521,8 +529,33 @@ def _set_level_problems(m: dict[str, Any], per_shard: list[dict[str, Any]]) -> l
     return problems
 
 
-def verify_set(manifest_path: Path | str) -> list[str]:
-    """Every problem with a set: its manifest against its files, re-hashed and re-counted."""
+def _blend_members(m: dict[str, Any], per_shard: list[dict[str, Any]]) -> dict[str, int]:
+    """Prefix -> packed sequences (recounted) of every shard in the Megatron blend."""
+    return {s["prefix"]: c["sequences"] for s, c in zip(m["shards"], per_shard, strict=True) if c["tokens"]}
+
+
+def _floor_problems(members: dict[str, int]) -> list[str]:
+    """Blend members below the floor; a set that is one shard in all may be below it."""
+    if len(members) < 2:
+        return []
+    problems = []
+    for prefix, n in sorted(members.items()):
+        if n < splits.SHARD_FLOOR:
+            empty = [s for s in splits.LAUNCH_SPLITS if not splits.serves(n, s)]
+            problems.append(
+                f"shard {prefix}: {n} packed sequences, below the floor of {splits.SHARD_FLOOR} per shard: "
+                f"Megatron's --split {' / '.join(empty)} would give one of its splits no sequence and never "
+                "finish building; repack the set (codecorpus merges shards below the floor)"
+            )
+    return problems
+
+
+def verify_set(manifest_path: Path | str, split: str | None = None) -> list[str]:
+    """Every problem with a set: its manifest against its files, re-hashed and re-counted.
+
+    ``split`` (a Megatron ``--split`` such as ``969,30,1``) adds a problem for
+    every blend member that would leave one of its splits empty.
+    """
     manifest_path = Path(manifest_path)
     m, error = _load(manifest_path)
     if m is None:
@@ -537,6 +570,10 @@ def verify_set(manifest_path: Path | str) -> list[str]:
         problems += found
     problems += _set_level_problems(m, per_shard)
     problems += _sequences_file_problems(manifest_path.parent, m)
+    members = _blend_members(m, per_shard)
+    problems += _floor_problems(members)
+    if split is not None:
+        problems += splits.split_problems(members, split)
     if "long_context" in m:
         problems += long_context_problems(manifest_path.parent, m)
     return problems
@@ -588,7 +625,7 @@ def long_context_problems(set_dir: Path, m: dict[str, Any]) -> list[str]:
     return _compare(f"{schema.MANIFEST_NAME} long_context", claimed, actual, "the shard files")
 
 
-def verify_run(run_manifest_path: Path | str) -> list[str]:
+def verify_run(run_manifest_path: Path | str, split: str | None = None) -> list[str]:
     """Every problem with a run: each listed set's manifest hash and totals, then the set itself."""
     path = Path(run_manifest_path)
     m, error = _load(path)
@@ -611,7 +648,7 @@ def verify_run(run_manifest_path: Path | str) -> list[str]:
             problems.append(
                 f"{path.name}: sets.{name}.totals: expected {set_m.get('totals')} ({entry['path']}), found {entry.get('totals')}"
             )
-        problems += [f"set {name}: {p}" for p in verify_set(set_path)]
+        problems += [f"set {name}: {p}" for p in verify_set(set_path, split)]
     return problems
 
 
@@ -620,21 +657,53 @@ def _resolve(path: Path | str) -> Path:
     return path / schema.MANIFEST_NAME if path.is_dir() else path
 
 
-def verify(path: Path | str) -> list[str]:
-    """Verify a run or a set: ``path`` is a run dir, a set dir or a manifest.json."""
+def verify(path: Path | str, split: str | None = None) -> list[str]:
+    """Verify a run or a set: ``path`` is a run dir, a set dir or a manifest.json.
+
+    ``split``: also check that every blend member serves this Megatron ``--split``.
+    """
+    if split is not None:
+        splits.split_matrix(split)  # a malformed split is the caller's error, not the set's
     path = _resolve(path)
     m, error = _load(path)
     if m is None:
         return [error or f"{path}: unreadable"]
     kind = m.get("kind")
     if kind == schema.RUN_MANIFEST_KIND:
-        return verify_run(path)
+        return verify_run(path, split)
     if kind == schema.SET_MANIFEST_KIND:
-        return verify_set(path)
+        return verify_set(path, split)
     if kind == RL_MANIFEST_KIND:
         return verify_rl(path)
     return [
         f"{path}: kind: expected {schema.RUN_MANIFEST_KIND!r} or {schema.SET_MANIFEST_KIND!r}, found {kind!r}"
+    ]
+
+
+def split_notes(path: Path | str) -> list[str]:
+    """For each set that is one shard below the floor: which launch splits it serves, and which not.
+
+    Not a problem (the set holds fewer packed sequences than the floor in all),
+    but a launcher must not ask it for a split it cannot serve.
+    """
+    path = _resolve(path)
+    m, _ = _load(path)
+    if m is None:
+        return []
+    if m.get("kind") == schema.RUN_MANIFEST_KIND:
+        return [note for entry in sorted(m.get("sets", {}).values(), key=lambda e: e["path"])
+                for note in split_notes(path.parent / entry["path"])]  # fmt: skip
+    statement = m.get("megatron", {}).get("split_floor")
+    if not statement or not 0 < statement["smallest_member_sequences"] < statement["floor"]:
+        return []
+    order = [s for s in splits.LAUNCH_SPLITS if s in statement["serves"]]  # the JSON sorted its keys
+    served = [s for s in order if statement["serves"][s]]
+    unserved = [s for s in order if not statement["serves"][s]]
+    return [
+        f"set {m.get('name')}: one shard of {statement['smallest_member_sequences']} packed sequences, below "
+        f"the floor of {statement['floor']} (the whole set): it serves --split {', '.join(served) or 'none'}; "
+        f"not {', '.join(unserved)}; any split whose non-zero weights are all above "
+        f"{statement['min_split_weight']} of the total"
     ]
 
 
@@ -662,8 +731,13 @@ def _show_set(m: dict[str, Any], top: int = 8) -> list[str]:
 
 
 def _show_extras(m: dict[str, Any]) -> list[str]:
-    """FIM counts and long-context statistics, when the set has them."""
+    """The splits the blend serves, FIM counts and long-context statistics, when the set has them."""
     lines = []
+    floor = m["megatron"].get("split_floor")
+    if floor and floor["smallest_member_sequences"]:
+        served = [s for s in splits.LAUNCH_SPLITS if floor["serves"].get(s)]
+        lines.append(f"  splits      smallest shard {floor['smallest_member_sequences']:,} packed sequences "
+                     f"(floor {floor['floor']}); serves --split {', '.join(served)}")  # fmt: skip
     fim = m["packing"].get("fim")
     if fim:
         lines.append(f"  fim         rate {fim['rate']}  documents {fim['fim_documents']:,} "

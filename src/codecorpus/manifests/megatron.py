@@ -23,7 +23,9 @@ Numpy and pyarrow only: importing this never pulls in torch or megatron.
 
 from __future__ import annotations
 
+import hashlib
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
@@ -33,7 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from codecorpus import schema
-from codecorpus.storage.atomic import atomic_write_bytes, sha256_bytes
+from codecorpus.storage.atomic import atomic_write_bytes, atomic_writer, sha256_bytes
 
 DTYPE_CODES: dict[int, np.dtype] = {
     code: np.dtype(name) for code, name in schema.MEGATRON_DTYPE_CODES.items()
@@ -183,6 +185,50 @@ def write_indexed_dataset(
             shard_file(prefix, "idx"), index_bytes(data.dtype, sequence_lengths, document_indices)
         ),
     }
+
+
+def concat_shards(sources: Sequence[Path | str], target: Path | str) -> dict[str, FileInfo]:
+    """Write one shard at ``target`` holding the ``sources`` shards one after another.
+
+    Packed sequences and segments keep their order, so the result is what
+    packing the sources into one shard in that order would have written. The
+    ``.bin`` (and a ``.mask.bin``, present in all sources or none) are copied in
+    1 MiB chunks and hashed on the way, so memory is the idx arrays and the
+    segment tables (about 50 bytes per segment), never the tokens. Every file is
+    written atomically, the ``.idx`` last.
+    """
+    if not sources:
+        raise ValueError("concat_shards needs at least one source shard")
+    indexes = [read_index(shard_file(p, "idx")) for p in sources]
+    dtypes = sorted({i.dtype.name for i in indexes})
+    if len(dtypes) > 1:
+        raise ValueError(f"cannot concatenate shards of token dtypes {dtypes}: {[str(p) for p in sources]}")
+    with_mask = [shard_file(p, "mask").is_file() for p in sources]
+    if any(with_mask) and not all(with_mask):
+        raise ValueError(f"some of {[str(p) for p in sources]} have a loss mask and some do not")
+    offsets = np.cumsum([0] + [len(i.sequence_lengths) for i in indexes[:-1]])
+    document_indices = np.concatenate(
+        [np.zeros(1, np.int64)] + [i.document_indices[1:] + off for i, off in zip(indexes, offsets, strict=True)]
+    )
+    files = {"bin": _concat_files([shard_file(p, "bin") for p in sources], shard_file(target, "bin"))}
+    if all(with_mask):
+        files["mask"] = _concat_files([shard_file(p, "mask") for p in sources], shard_file(target, "mask"))
+    files["seg"] = write_segments(target, pa.concat_tables([read_segments(p) for p in sources]))
+    lengths = np.concatenate([i.sequence_lengths for i in indexes])
+    files["idx"] = _write(shard_file(target, "idx"), index_bytes(indexes[0].dtype, lengths, document_indices))
+    return files
+
+
+def _concat_files(sources: list[Path], target: Path) -> FileInfo:
+    digest, size = hashlib.sha256(), 0
+    with atomic_writer(target) as out:
+        for path in sources:
+            with open(path, "rb") as f:
+                while chunk := f.read(1 << 20):
+                    out.write(chunk)
+                    digest.update(chunk)
+                    size += len(chunk)
+    return FileInfo(path=target.name, bytes=size, sha256=digest.hexdigest())
 
 
 def read_index(idx_path: Path | str) -> IndexInfo:

@@ -26,7 +26,7 @@ class LongContextConfig(Model):
     repo_token: str = "<|repo_name|>"
     file_token: str = "<|file_sep|>"
     dependency_order: bool = Field(True, description="files after the in-repo files they import")
-    buckets: int = Field(16, gt=0, description="at least this many repository hash partitions (one shard each)")
+    buckets: int = Field(16, gt=0, description="at least this many repository hash partitions (one shard each, small ones merged)")
     bucket_tokens: int = Field(
         8_000_000, gt=0,
         description="more partitions when the set holds more than buckets x this many tokens: "

@@ -34,6 +34,7 @@ from codecorpus.config import LongContextConfig, OutputSet, Recipe, TokenizerCon
 from codecorpus.manifests import manifest as mf
 from codecorpus.manifests import megatron
 from codecorpus.packing import longctx
+from codecorpus.packing.task import EmittedShards, build_packed_set_manifest
 from codecorpus.pipeline.tasks import (
     InvariantError,
     TaskContext,
@@ -232,15 +233,14 @@ def long_context_totals(shard_stats: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def write_long_set_manifest(
-    run: schema.RunPaths, out: OutputSet, shard_stats: list[dict[str, Any]], tok_cfg: TokenizerConfig,
-    recipe: Recipe,
+    run: schema.RunPaths, out: OutputSet, shard_stats: list[dict[str, Any]], emitted: EmittedShards,
+    tok_cfg: TokenizerConfig, recipe: Recipe,
 ) -> Path:
-    from codecorpus.packing.task import build_packed_set_manifest
-
+    """The long set's manifest: the packed-set fields over the emitted shards, plus ``long_context``."""
     long_stats = long_context_totals(shard_stats)
     fim_counts = {k: long_stats.pop(k) for k in ("fim_documents", "fim_psm", "fim_spm") if k in long_stats}
     manifest = build_packed_set_manifest(
-        run, out, shard_stats, tok_cfg, recipe, algorithm="bfd-repository", fim_counts=[fim_counts],
+        run, out, shard_stats, emitted, tok_cfg, recipe, algorithm="bfd-repository", fim_counts=[fim_counts],
         provenance_extra={"long": out.long.model_dump(mode="json")},
         extra={"set_kind": "long", "long_context": long_stats},
     )

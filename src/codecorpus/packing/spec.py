@@ -3,6 +3,7 @@
     [mix scan -> mix plan]   per mixed set (``mixing/task.py``): RUN/mixing/plan.json
     short sets: pack each tokenized shard (``packing/task.py``)
     long sets:  scatter files by repository -> assemble and pack each bucket (``packing/longtask.py``)
+    merge:      shards below the split floor merged with their neighbours (``packing/shards.py``)
     set manifests, then the run manifest
 """
 
@@ -42,7 +43,8 @@ def pack_phases(run: StageRun) -> list[dict[str, Any]]:
         ]
         results = run.run_tasks(f"pack: {out.name}", jobs)
         set_stats.append(results)
-        packtask.write_set_manifest(run.run, out, results, tok_cfg, run.recipe, run.hashes[run.name])
+        emitted = merge_small_shards(run, out, results)
+        packtask.write_set_manifest(run.run, out, results, emitted, tok_cfg, run.recipe)
     packtask.write_run_manifest(run.run, run.recipe)
     return set_stats[0]
 
@@ -63,8 +65,17 @@ def _pack_long(run: StageRun, out: OutputSet, n: int, tok_cfg: TokenizerConfig, 
         for b in range(buckets)
     ]
     results = run.run_tasks(f"pack: {out.name}", jobs)
-    longtask.write_long_set_manifest(run.run, out, results, tok_cfg, run.recipe)
+    emitted = merge_small_shards(run, out, results)
+    longtask.write_long_set_manifest(run.run, out, results, emitted, tok_cfg, run.recipe)
     return results
+
+
+def merge_small_shards(run: StageRun, out: OutputSet, results: list[dict]) -> packtask.EmittedShards:
+    """Merge each packed shard below the split floor with its neighbours (``packing/shards.py``)."""
+    kept, merges = packtask.plan_merges(results)
+    jobs = [Job(m.task(out.name), packtask.merge_task, (run.task, out.name, out.seq_len, m)) for m in merges]
+    merged = run.run_phase(f"merge: {out.name}", jobs) if jobs else []
+    return packtask.finish_merges(run.run, out.name, kept, merges, merged)
 
 
 def plan_mixes(run: StageRun, n: int, upstream_stats: dict[str, Any]) -> None:

@@ -4,12 +4,23 @@ Ray-free like ``pipeline/tasks.py``; ``packing/spec.py`` makes the jobs. Each to
 decreasing within the shard), so packing is a map over shards and needs no
 single process to see the corpus; the set manifest is assembled from the
 shard records kept in the completion markers.
+
+A packed shard below ``splits.SHARD_FLOOR`` packed sequences would leave a
+launcher's validation or test split empty, so after a set's shards are packed,
+``plan_merges`` groups each small one with its neighbours (``packing/shards.py``)
+and ``merge_task`` concatenates each group (short, long and SFT sets alike) into
+the first shard's place: it writes ``part-0000i.merging.*``, then its marker;
+``finish_merges`` renames those over ``part-0000i.*`` and removes the other
+members' files. Both steps are safe to repeat: until the marker exists the
+members are untouched, and after it only the renames and removals remain.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +29,10 @@ import numpy as np
 from codecorpus import schema
 from codecorpus.config import OutputSet, Recipe, TokenizerConfig, recipe_hash
 from codecorpus.manifests import manifest as mf
-from codecorpus.manifests import megatron
+from codecorpus.manifests import megatron, splits
 from codecorpus.mixing import sample as mix_sample
 from codecorpus.packing.pack import pack_documents
+from codecorpus.packing.shards import merge_groups
 from codecorpus.pipeline.tasks import (
     InvariantError,
     TaskContext,
@@ -29,6 +41,8 @@ from codecorpus.pipeline.tasks import (
     write_marker,
 )
 from codecorpus.stage import MapResult
+from codecorpus.storage import mirror as store
+from codecorpus.storage.atomic import fsync_dir
 from codecorpus.storage.parquet import read_parquet
 from codecorpus.tokenize import fim
 from codecorpus.tokenize.tokenizer import load_tokenizer
@@ -84,13 +98,127 @@ def pack_task(
     return stats
 
 
+# --- shards below the split floor --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ShardMerge:
+    """Consecutive packed shards (by shard number) that become one emitted shard."""
+
+    shards: tuple[int, ...]
+    records: tuple[mf.ShardRecord, ...]
+
+    @property
+    def prefix(self) -> str:
+        """The merged shard takes the name of its first member."""
+        return schema.shard_name(self.shards[0])
+
+    @property
+    def staging(self) -> str:
+        return schema.merging_shard_name(self.shards[0])
+
+    def task(self, set_name: str) -> str:
+        return f"{set_name}-merge-{self.prefix}"
+
+
+@dataclass
+class EmittedShards:
+    """The shards a set manifest lists, and which packed shards each merged one holds."""
+
+    records: list[mf.ShardRecord]
+    merged: dict[str, dict[str, int]] = field(default_factory=dict)
+    """merged prefix -> {packed shard prefix: its packed sequences}."""
+
+
+def plan_merges(shard_stats: list[dict[str, Any]]) -> tuple[list[mf.ShardRecord], list[ShardMerge]]:
+    """Shards kept as packed, and the merges that lift the others to ``splits.SHARD_FLOOR``.
+
+    ``shard_stats`` are the pack tasks' stats in shard order (position = shard
+    number); an empty shard has no record and takes no part.
+    """
+    present = [(i, mf.ShardRecord(**s["set"]["record"])) for i, s in enumerate(shard_stats) if s["set"]["record"]]
+    kept, merges = [], []
+    for group in merge_groups([r.sequences for _, r in present], splits.SHARD_FLOOR):
+        if len(group) == 1:
+            kept.append(present[group[0]][1])
+        else:
+            merges.append(ShardMerge(tuple(present[k][0] for k in group), tuple(present[k][1] for k in group)))
+    return kept, merges
+
+
+def merge_task(ctx: TaskContext, set_name: str, seq_len: int, merge: ShardMerge) -> dict:
+    """Concatenate one group of packed shards into its staging shard, checked against their records.
+
+    The record in the marker names the files the staging ones become (same bytes, same sha256).
+    """
+    t0 = time.perf_counter()
+    set_dir = ctx.run.set_dir(set_name)
+    for record in merge.records:
+        for info in record.files.values():
+            store.ensure_local(set_dir / info["path"])
+    staging = set_dir / merge.staging
+    files = megatron.concat_shards([set_dir / r.prefix for r in merge.records], staging)
+    loss = sum(r.loss_tokens for r in merge.records) if "mask" in files else None
+    record = mf.record_shard(staging, files, seq_len=seq_len, loss_tokens=loss)
+    for key in mf.SHARD_COUNTS:
+        want = sum(getattr(r, key) for r in merge.records)
+        if getattr(record, key) != want:
+            raise InvariantError(f"merging into {staging} changed {key}: {getattr(record, key)}, expected {want}")
+    final = {
+        key: megatron.FileInfo(path=megatron.shard_file(merge.prefix, key).name, bytes=info["bytes"],
+                               sha256=info["sha256"])
+        for key, info in files.items()
+    }  # fmt: skip
+    record = mf.ShardRecord(**{**record.to_json(), "prefix": merge.prefix, "files": final})
+    stats = {"set": {"record": record.to_json()}, "seconds": round(time.perf_counter() - t0, 3)}
+    write_marker(ctx, merge.task(set_name), stats)
+    return stats
+
+
+def _replace_staged(set_dir: Path, merge: ShardMerge, keys: list[str]) -> None:
+    """Rename the staging files of a completed merge over its first member's (done ones are skipped)."""
+    for key in keys:
+        staged = store.ensure_local(megatron.shard_file(set_dir / merge.staging, key))
+        if staged.exists():
+            final = megatron.shard_file(set_dir / merge.prefix, key)
+            os.replace(staged, final)
+            fsync_dir(set_dir)
+            store.publish(final)
+            store.remove_file(staged)
+
+
+def finish_merges(
+    run: schema.RunPaths, set_name: str, kept: list[mf.ShardRecord], merges: list[ShardMerge],
+    merged_stats: list[dict[str, Any]],
+) -> EmittedShards:
+    """Put every merged shard in place and remove the other members' files; list what the set holds.
+
+    Repeating it (a resumed run) redoes only what a crash left undone.
+    """
+    set_dir = run.set_dir(set_name)
+    merged = [mf.ShardRecord(**s["set"]["record"]) for s in merged_stats]
+    for merge, record in zip(merges, merged, strict=True):
+        _replace_staged(set_dir, merge, sorted(record.files))
+        for member in merge.records[1:]:
+            for info in member.files.values():
+                store.remove_file(set_dir / info["path"])
+    return EmittedShards(
+        records=sorted([*kept, *merged], key=lambda r: r.prefix),
+        merged={m.prefix: {r.prefix: r.sequences for r in m.records} for m in merges},
+    )
+
+
+# --- manifests ---------------------------------------------------------------------------
+
+
 def write_set_manifest(
-    run: schema.RunPaths, out: OutputSet, shard_stats: list[dict[str, Any]], tok_cfg: TokenizerConfig,
-    recipe: Recipe, stage_hash: str,
+    run: schema.RunPaths, out: OutputSet, shard_stats: list[dict[str, Any]], emitted: EmittedShards,
+    tok_cfg: TokenizerConfig, recipe: Recipe,
 ) -> Path:
     fim_counts = [s["set"].get("fim") for s in shard_stats]  # issue 6
     manifest = build_packed_set_manifest(
-        run, out, shard_stats, tok_cfg, recipe, algorithm=recipe.stages.pack.algorithm, fim_counts=fim_counts,
+        run, out, shard_stats, emitted, tok_cfg, recipe, algorithm=recipe.stages.pack.algorithm,
+        fim_counts=fim_counts,
     )
     if out.mix is not None:  # issue 7: the plan and what the shards achieved, checked equal
         manifest["mix"] = mix_sample.mix_record(run, out, [s["set"].get("mix") for s in shard_stats])
@@ -100,17 +228,17 @@ def write_set_manifest(
 
 
 def build_packed_set_manifest(
-    run: schema.RunPaths, out: OutputSet, shard_stats: list[dict[str, Any]], tok_cfg: TokenizerConfig,
-    recipe: Recipe, *, algorithm: str, fim_counts: list[dict | None], provenance_extra: dict | None = None,
-    extra: dict | None = None,
+    run: schema.RunPaths, out: OutputSet, shard_stats: list[dict[str, Any]], emitted: EmittedShards,
+    tok_cfg: TokenizerConfig, recipe: Recipe, *, algorithm: str, fim_counts: list[dict | None],
+    provenance_extra: dict | None = None, extra: dict | None = None,
 ) -> dict[str, Any]:
-    """The set manifest of a packed pretraining set (short or long) from its shard task stats."""
-    records = [mf.ShardRecord(**s["set"]["record"]) for s in shard_stats if s["set"]["record"]]
+    """The set manifest of a packed pretraining set (short or long) from its shard task stats
+    and the shards it emits (``packing.merged_shards`` records which were merged)."""
     tokenizer = load_tokenizer(tok_cfg)
     return mf.build_set_manifest(
         name=out.name,
         set_dir=run.set_dir(out.name),
-        shards=records,
+        shards=emitted.records,
         tokenizer={**tokenizer.fingerprint(), "config": tokenizer_config_record(run, tok_cfg)},
         token_dtype=megatron.token_dtype(tokenizer.vocab_size).name,
         seq_len=out.seq_len,
@@ -119,6 +247,7 @@ def build_packed_set_manifest(
             "truncated_documents": sum(s["set"]["truncated_documents"] for s in shard_stats),
             "padding_stored": False,
             "fim": fim.manifest_record(out.fim, fim_counts),
+            "merged_shards": emitted.merged,
         },
         recipe_hash=recipe_hash(recipe),
         provenance={**provenance(recipe, shard_stats), **(provenance_extra or {})},

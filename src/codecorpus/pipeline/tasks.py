@@ -4,7 +4,8 @@ Ray-free on purpose: stage specs name them in their jobs, ``runtime/executor.py`
 ships them to Ray workers, and tests can call them directly. Every task that produces stage output:
 
 1. writes its part and its drop log under temporary names, fsyncs, renames;
-2. checks ``rows_in == rows_out + dropped`` (an ``InvariantError`` otherwise);
+2. checks ``rows_in == rows_out + dropped`` and ``bytes_in + bytes_changed ==
+   bytes_out + bytes_dropped`` (an ``InvariantError`` otherwise);
 3. writes its completion marker last: ``{"hash": <stage hash>, "stats": {...}}``.
 
 A marker whose hash matches the current stage hash means the task is done and
@@ -83,14 +84,42 @@ def _sum(table: pa.Table, column: str) -> int:
     return int(pc.sum(table.column(column)).as_py() or 0)
 
 
+def _check_bytes_column(table: pa.Table) -> None:
+    """Every row's ``bytes`` is the UTF-8 length of its ``text``: a rewrite that forgot to
+    update it would make every byte figure after it wrong."""
+    if table.num_rows == 0 or schema.TEXT not in table.column_names or schema.BYTES not in table.column_names:
+        return
+    lengths = pc.binary_length(table.column(schema.TEXT)).cast(pa.int64())
+    wrong = pc.invert(pc.equal(lengths, table.column(schema.BYTES).cast(pa.int64())))
+    if pc.any(wrong).as_py():
+        first = pc.index(wrong, True).as_py()
+        raise InvariantError(
+            f"row {table.column(schema.ID)[first]}: bytes={table.column(schema.BYTES)[first]} but its text "
+            f"is {lengths[first]} bytes of UTF-8"
+        )
+
+
 def result_stats(
     rows_in: int, bytes_in: int, tokens_in: int, langs_in: dict, result: MapResult, seconds: float
 ) -> dict[str, Any]:
-    """Stats of one task; raises InvariantError if rows are unaccounted for."""
+    """Stats of one task; raises InvariantError if rows or bytes are unaccounted for.
+
+    Rows: ``rows_in = rows_out + dropped``. Bytes: ``bytes_in + bytes_changed =
+    bytes_out + bytes_dropped``, where ``bytes_changed`` is what the stage's rewrites
+    added or removed (``MapResult.bytes_changed``). Entries that are not documents
+    (``MapResult.skipped``) are counted by reason in ``skipped_entries``, outside both.
+    """
     out, dropped = result.table, result.dropped
     if rows_in != out.num_rows + dropped.num_rows:
         raise InvariantError(
             f"rows_in={rows_in} != rows_out={out.num_rows} + dropped={dropped.num_rows}"
+        )
+    _check_bytes_column(out)
+    bytes_out, bytes_dropped = _sum(out, schema.BYTES), _sum(dropped, schema.BYTES)
+    if bytes_in + result.bytes_changed != bytes_out + bytes_dropped:
+        raise InvariantError(
+            f"bytes_in={bytes_in} + bytes_changed={result.bytes_changed} != bytes_out={bytes_out} + "
+            f"bytes_dropped={bytes_dropped}"
         )
     reasons = dropped.column(schema.REASON).to_pylist()
     drop_langs = dropped.column(schema.LANG).to_pylist()
@@ -104,12 +133,15 @@ def result_stats(
         "rows_in": rows_in,
         "rows_out": out.num_rows,
         "bytes_in": bytes_in,
-        "bytes_out": _sum(out, schema.BYTES),
+        "bytes_out": bytes_out,
+        "bytes_dropped": bytes_dropped,
+        "bytes_changed": result.bytes_changed,
         "tokens_in": tokens_in,
         "tokens_out": _sum(out, schema.NUM_TOKENS),
         "dropped": dict(Counter(reasons)),
         "dropped_bytes": dict(bytes_by_reason),
         "dropped_by_lang": {k: dict(v) for k, v in by_lang.items()},
+        "skipped_entries": dict(Counter(result.skipped.column(schema.REASON).to_pylist())),
         "langs_in": langs_in,
         "langs_out": lang_breakdown(out),
         "counters": dict(result.counters),
@@ -129,12 +161,16 @@ def finish_shard(ctx: TaskContext, shard: int, result: MapResult, stats: dict[st
 
 
 def ingest_task(ctx: TaskContext, shard: int, read: Callable[[], MapResult], planned_bytes: int, rows_in: int) -> dict:
+    """Read one planned shard. ``rows_in`` is every planned unit, ``planned_bytes`` the sizes
+    of the planned files that are documents (``ingest.plan.document_bytes``)."""
     t0 = time.perf_counter()
     result = read()
     # archives and JSONL files are planned as one unit each; the reader counts the
-    # members/lines it enumerated beyond that, so the conservation check still bites
-    rows_in += result.counters.pop(schema.EXPANDED_ROWS, 0)
-    stats = result_stats(rows_in, planned_bytes, 0, {}, result, time.perf_counter() - t0)
+    # members/lines it enumerated beyond that (and their bytes), so the checks still bite
+    rows_in += result.counters.pop(schema.EXPANDED_ROWS, 0) - result.skipped.num_rows
+    bytes_in = planned_bytes + result.counters.pop(schema.EXPANDED_BYTES, 0)
+    stats = result_stats(rows_in, bytes_in, 0, {}, result, time.perf_counter() - t0)
+    write_parquet(ctx.run.skipped(ctx.stage, shard), result.skipped)
     return finish_shard(ctx, shard, result, stats)
 
 
@@ -285,16 +321,20 @@ def apply_sides_task(
 # --- end issue 5 block ---------------------------------------------------------------------
 
 
+_TOTALS = ("rows_in", "rows_out", "bytes_in", "bytes_out", "bytes_dropped", "bytes_changed", "tokens_in", "tokens_out")
+
+
 def aggregate_stats(shard_stats: list[dict[str, Any]]) -> dict[str, Any]:
     """Sum per-shard stats into a stage's ``_stats.json`` body."""
-    total: dict[str, Any] = {k: 0 for k in ("rows_in", "rows_out", "bytes_in", "bytes_out", "tokens_in", "tokens_out")}
-    total.update(dropped={}, dropped_bytes={}, dropped_by_lang={}, langs_in={}, langs_out={}, counters={})
+    total: dict[str, Any] = dict.fromkeys(_TOTALS, 0)
+    total.update(dropped={}, dropped_bytes={}, dropped_by_lang={}, skipped_entries={}, langs_in={}, langs_out={},
+                 counters={})
     seconds = 0.0
     nodes = {s["node"] for s in shard_stats if "node" in s}
     for s in shard_stats:
-        for k in ("rows_in", "rows_out", "bytes_in", "bytes_out", "tokens_in", "tokens_out"):
+        for k in _TOTALS:
             total[k] += s[k]
-        for k in ("dropped", "dropped_bytes", "counters"):
+        for k in ("dropped", "dropped_bytes", "skipped_entries", "counters"):
             _add_counts(total[k], s[k])
         for lang, reasons in s["dropped_by_lang"].items():
             _add_counts(total["dropped_by_lang"].setdefault(lang, {}), reasons)
@@ -308,7 +348,12 @@ def aggregate_stats(shard_stats: list[dict[str, Any]]) -> dict[str, Any]:
     total["nodes"] = len(nodes)
     if total["rows_in"] != total["rows_out"] + sum(total["dropped"].values()):
         raise InvariantError(f"stage totals break rows_in = rows_out + dropped: {total}")
+    if total["bytes_dropped"] != sum(total["dropped_bytes"].values()) or (
+        total["bytes_in"] + total["bytes_changed"] != total["bytes_out"] + total["bytes_dropped"]
+    ):
+        raise InvariantError(f"stage totals break bytes_in + bytes_changed = bytes_out + bytes_dropped: {total}")
     return total
+
 
 
 def _add_counts(into: dict[str, int], more: dict[str, int]) -> None:

@@ -5,7 +5,8 @@ The charts are drawn client-side as SVG from JSON specs embedded in the page
 documents, bytes and tokens without a second copy of the markup. Two chart
 kinds cover every section: ``hbar`` (horizontal bars: grouped, stacked, or
 stacked to 100%) and ``columns`` (vertical histogram bars, stacked series, with
-threshold marks). Tables under each chart are plain HTML written by Python, so
+threshold marks; ``edge_labels`` puts each label at its bin's left edge, for bins
+named by their lower bound). Tables under each chart are plain HTML written by Python, so
 the numbers stay readable even with scripts disabled.
 """
 
@@ -154,13 +155,14 @@ CHARTS_JS = r"""
         acc += v;
       });
       var every = Math.ceil(n / 12);
-      if (c % every === 0) { text(svg, left + c * bw + bw / 2, H - bottom + 14, cat, 'middle'); }
+      if (c % every === 0) { text(svg, left + c * bw + (spec.edge_labels ? 0 : bw / 2), H - bottom + 14, cat, 'middle'); }
     });
     (spec.marks || []).forEach(function (m) {
       var x = left + m.at * bw;
       el('line', {x1: x, x2: x, y1: 8, y2: 14 + plotH, stroke: '#b3261e', 'stroke-width': 2, 'stroke-dasharray': '5 3',
                   'class': 'mark'}, svg);
-      text(svg, x + 4, 12, m.label);
+      var nearEnd = x > left + plotW * 0.85;
+      text(svg, nearEnd ? x - 4 : x + 4, 12, m.label, nearEnd ? 'end' : 'start');
     });
     text(svg, left - 6, 18, fmt(max, data.format), 'end');
     text(svg, left - 6, 14 + plotH, '0', 'end');

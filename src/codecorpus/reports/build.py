@@ -11,15 +11,18 @@ files, never Ray, and only the columns its histograms need.
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from codecorpus import schema
 from codecorpus.reports import compare as cmp
 from codecorpus.reports import envs as envrep
+from codecorpus.reports import scores as tsc
 from codecorpus.reports import tables as tb
 from codecorpus.reports.html import (
     Page,
@@ -73,12 +76,12 @@ def _remove_compare(run: schema.RunPaths) -> None:
 def render_index(data: tb.RunData, t: dict[str, pa.Table]) -> str:
     stages = " -> ".join(data.stages) or "no stage finished yet"
     page = Page(f"codecorpus report: {data.name}", f"stages: {stages}")
-    funnel_section(page, rows_of(t["funnel"]))
+    funnel_section(page, rows_of(t["funnel"]), rows_of(t["skipped_entries"]))
     envrep.section(page, t)
     mix_section(page, data, rows_of(t["mix_by_stage"]))
     drops_section(page, rows_of(t["drops"]))
     dedup_section(page, rows_of(t["dedup_by_lang"]), rows_of(t["cluster_sizes"]))
-    scores_section(page, rows_of(t["filter_scores"]))
+    scores_section(page, rows_of(t["filter_rules"]), rows_of(t["filter_thresholds"]), rows_of(t["filter_scores"]))
     lengths_section(page, rows_of(t["lengths"]))
     plan_section(page, data, rows_of(t["mix_plan"]))
     sets_section(page, rows_of(t["sets"]), rows_of(t["long_context"]))
@@ -89,11 +92,13 @@ def _metric(series: list[dict[str, Any]], fmt: str = "int") -> dict[str, Any]:
     return {"series": series, "format": fmt}
 
 
-def funnel_section(page: Page, rows: list[dict[str, Any]]) -> None:
+def funnel_section(page: Page, rows: list[dict[str, Any]], skipped: list[dict[str, Any]]) -> None:
     if not rows:
         page.section("funnel", "Funnel", [empty("no stage has finished")])
         return
-    cats = [r["stage"] for r in rows]
+    for r in rows:
+        r["step"] = r["stage"] if r["set"] is None else f"{r['stage']}: set {r['set']}"
+    cats = [r["step"] for r in rows]
     metrics = {}
     for m, fmt in (("docs", "int"), ("bytes", "bytes"), ("tokens", "int")):
         if m == "tokens" and all(r["tokens_out"] is None for r in rows):
@@ -102,13 +107,21 @@ def funnel_section(page: Page, rows: list[dict[str, Any]]) -> None:
             {"name": "in", "values": [r[f"{m}_in"] or 0 for r in rows]},
             {"name": "out", "values": [r[f"{m}_out"] or 0 for r in rows]},
         ], fmt)
-    chart = page.chart({"kind": "hbar", "categories": cats, "metrics": metrics})
-    cols = ["stage", "docs_in", "docs_out", "docs_dropped", "drop_rate", "bytes_in", "bytes_out",
-            "bytes_dropped", "tokens_in", "tokens_out"]
-    page.section("funnel", "Funnel through the stages", [
-        note("Documents, bytes and tokens into and out of every stage (tokens are counted from tokenize on)."),
+    chart = page.chart({"kind": "hbar", "categories": cats, "metrics": metrics, "label_width": 200})
+    cols = ["step", "docs_in", "docs_out", "docs_dropped", "drop_rate", "skipped_entries", "bytes_in", "bytes_out",
+            "bytes_dropped", "bytes_changed", "tokens_in", "tokens_out"]
+    parts = [
+        note("Documents, bytes and tokens into and out of every stage (tokens are counted from tokenize on); "
+             "bytes_in + bytes_changed = bytes_out + bytes_dropped for every stage, bytes_changed being what "
+             "decoding and redaction rewrote. A packing stage writes every document into each set, copies "
+             "included: its tokens are given per set, as the shards hold them."),
         chart, table_html(rows, cols, {"drop_rate": "pct"}, csv_name="funnel"),
-    ])
+    ]
+    if skipped:
+        parts.append(note("Skipped entries are not documents (directories stepped over, links, special files, "
+                          "submodules): counted here and logged in <stage>/_skipped/, never as drops."))
+        parts.append(table_html(skipped, ["stage", "reason", "entries"], csv_name="skipped_entries"))
+    page.section("funnel", "Funnel through the stages", parts)
 
 
 def mix_section(page: Page, data: tb.RunData, rows: list[dict[str, Any]]) -> None:
@@ -192,31 +205,51 @@ def dedup_section(page: Page, by_lang: list[dict[str, Any]], clusters: list[dict
     page.section("dedup", "Deduplication", parts)
 
 
-def scores_section(page: Page, rows: list[dict[str, Any]]) -> None:
-    scores = sorted({r["score"] for r in rows})
-    if not scores:
-        page.section("scores", "Filter scores", [empty("this run has no filter score columns")])
+def scores_section(
+    page: Page, rules: list[dict[str, Any]], thresholds: list[dict[str, Any]], bins: list[dict[str, Any]]
+) -> None:
+    if not rules:
+        page.section("scores", "Filter scores", [empty("this run has no filter rule that applied or dropped")])
         return
-    parts = [note("Distribution of each filter score over the documents that reached the filters: kept, and "
-                  "dropped by that rule. The dashed line is the threshold; the last bin holds everything above.")]
-    summary = []
-    for s in scores:
-        bins = [r for r in rows if r["score"] == s]
-        thr, direction = bins[0]["threshold"], bins[0]["direction"]
-        width = bins[0]["bin_hi"] - bins[0]["bin_lo"]
-        marks = []
-        if thr is not None and width > 0:
-            marks.append({"at": (thr - bins[0]["bin_lo"]) / width, "label": f"{direction} {thr:g}"})
-        parts.append(f"<h3>{s}</h3>")
-        parts.append(page.chart({"kind": "columns", "categories": [f"{r['bin_lo']:.3g}" for r in bins],
-                                 "marks": marks, "x_label": s, "metrics": {"documents": _metric([
-                                     {"name": "kept", "values": [r["kept"] for r in bins]},
-                                     {"name": "dropped", "values": [r["dropped"] for r in bins]}])}}))
-        summary.append({"score": s, "threshold": thr, "direction": direction,
-                        "kept": sum(r["kept"] for r in bins), "dropped by this rule": sum(r["dropped"] for r in bins)})
-    parts.append(table_html(summary, ["score", "direction", "threshold", "kept", "dropped by this rule"],
-                            csv_name="filter_scores"))
+    parts = [note("Every filter rule that dropped a document or has a threshold, in the order the stage checks "
+                  "them: max rules drop scores above the threshold, min rules below it (decontamination at or "
+                  "above). Each histogram holds the kept documents the rule applied to and those it dropped; "
+                  "documents dropped by an earlier rule were not scored against it. Dashed lines: thresholds.")]
+    parts.append(table_html(rules, ["rule", "direction", "thresholds", "docs_scored", "dropped", "dropped_bytes"],
+                            csv_name="filter_rules"))
+    for rule in rules:
+        mine = [r for r in bins if r["rule"] == rule["rule"]]
+        if not mine:
+            continue
+        parts.append(f"<h3>{html.escape(rule['rule'])} ({html.escape(rule['direction'])}, "
+                     f"score {html.escape(rule['column'] or '')})</h3>")
+        edges = np.array([r["bin_lo"] for r in mine] + [mine[-1]["bin_hi"]])
+        marks = [{"at": tsc.mark_position(t, edges, mine[0]["scale"], rule["direction"]),
+                  "label": f"{rule['direction']} {t:g}"} for t in _distinct_thresholds(thresholds, rule["rule"])]
+        x_label = rule["column"] + {"log": " (log bins)", "discrete": "", "single": " (one value)"}.get(
+            mine[0]["scale"], "")
+        continuous = mine[0]["scale"] in ("linear", "log")  # labels are lower edges; log y shows the few drops
+        parts.append(page.chart({"kind": "columns", "categories": [r["label"] for r in mine], "marks": marks,
+                                 "x_label": x_label, "edge_labels": continuous, "log_y": True,
+                                 "metrics": {"documents": _metric([
+                                     {"name": "kept", "values": [r["kept"] for r in mine]},
+                                     {"name": "dropped", "values": [r["dropped"] for r in mine]}])}}))
+    parts.append("<h3>Thresholds per language</h3>")
+    parts.append(table_html(thresholds, ["rule", "direction", "lang", "threshold", "kept", "dropped"],
+                            csv_name="filter_thresholds"))
     page.section("scores", "Filter scores", parts)
+
+
+MAX_MARKS = 4
+
+
+def _distinct_thresholds(thresholds: list[dict[str, Any]], rule: str) -> list[float]:
+    """The rule's thresholds, the most used first (at most ``MAX_MARKS`` dashed lines)."""
+    used: dict[float, int] = {}
+    for r in thresholds:
+        if r["rule"] == rule and r["threshold"] is not None:
+            used[r["threshold"]] = used.get(r["threshold"], 0) + r["kept"] + r["dropped"]
+    return sorted(sorted(used, key=lambda t: (-used[t], t))[:MAX_MARKS])
 
 
 def lengths_section(page: Page, rows: list[dict[str, Any]]) -> None:

@@ -79,17 +79,23 @@ FUNNEL_DELTA_SCHEMA = pa.schema([
 
 
 def _funnel_deltas(a: pa.Table, b: pa.Table) -> pa.Table:
-    ra = {r["stage"]: r for r in rows_of(a)}
-    rb = {r["stage"]: r for r in rows_of(b)}
+    ra = {_step(r): r for r in rows_of(a)}
+    rb = {_step(r): r for r in rows_of(b)}
     order = [*ra, *(s for s in rb if s not in ra)]
     rows = [{f"{m}_{side}": (r.get(s) or {}).get(m) for m in ("docs_out", "bytes_out", "tokens_out")
              for side, r in (("a", ra), ("b", rb))} | {"stage": s} for s in order]
     return pa.Table.from_pylist(rows, schema=FUNNEL_DELTA_SCHEMA) if rows else FUNNEL_DELTA_SCHEMA.empty_table()
 
 
+def _step(row: dict[str, Any]) -> str:
+    """A funnel row's name: its stage, or ``stage: set NAME`` for an output set's row."""
+    return row["stage"] if row.get("set") is None else f"{row['stage']}: set {row['set']}"
+
+
 def render(a: tb.RunData, b: tb.RunData, deltas: dict[str, pa.Table]) -> str:
     """compare.html: run A (this report's run) against run B."""
-    page = Page(f"codecorpus compare: {a.name} (A) vs {b.name} (B)", "deltas are A - B")
+    label_a, label_b = run_labels(a, b)
+    page = Page(f"codecorpus compare: {label_a} (A) vs {label_b} (B)", "deltas are A - B")
     share = rows_of(deltas["compare_lang_share"])
     _share_section(page, share)
     drops = rows_of(deltas["compare_drops"])
@@ -105,6 +111,25 @@ def render(a: tb.RunData, b: tb.RunData, deltas: dict[str, pa.Table]) -> str:
     funnel = rows_of(deltas["compare_funnel"])
     page.section("funnel", "Funnel", [table_html(funnel, list(FUNNEL_DELTA_SCHEMA.names), csv_name="compare_funnel")])
     return page.render()
+
+
+def run_labels(a: tb.RunData, b: tb.RunData) -> tuple[str, str]:
+    """How the page names the two runs: by recipe name, by directory when the names collide,
+    by path when the directories do too (two runs of one recipe are the usual comparison).
+
+    >>> from pathlib import Path
+    >>> from codecorpus import schema
+    >>> def run(path, name): return tb.RunData(schema.RunPaths(Path(path)), name, {}, [], {})
+    >>> run_labels(run("/r/a", "x"), run("/r/b", "y")), run_labels(run("/r/a", "x"), run("/r/b", "x"))
+    (('x', 'y'), ('a', 'b'))
+    >>> run_labels(run("/r/one/qs", "x"), run("/r/two/qs", "x"))
+    ('/r/one/qs', '/r/two/qs')
+    """
+    if a.name != b.name:
+        return a.name, b.name
+    if a.run.root.name != b.run.root.name:
+        return a.run.root.name, b.run.root.name
+    return str(a.run.root), str(b.run.root)
 
 
 def _share_section(page: Page, rows: list[dict[str, Any]]) -> None:

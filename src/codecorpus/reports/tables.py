@@ -11,6 +11,7 @@ columns a histogram needs (one number per document).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,7 @@ import pyarrow.dataset as ds
 import yaml
 
 from codecorpus import schema
-
-HIST_BINS = 40
+from codecorpus.reports import scores
 
 
 @dataclass
@@ -63,20 +63,69 @@ def _has_tokens(s: dict[str, Any]) -> bool:
 
 
 def funnel(data: RunData) -> pa.Table:
-    """One row per stage: documents, bytes and tokens in and out, and what was dropped."""
+    """One row per stage (documents, bytes, tokens in and out, drops, skipped entries), then one
+    row per output set under the stage that wrote it, with the tokens its shards hold.
+
+    Skipped entries (directories, links: not documents) are in their own column and
+    never in ``docs_dropped`` or ``drop_rate``. A packing stage has no single token
+    figure: each set holds every document's copies (mixture upsampling, long-context
+    repetition), so ``tokens_out`` is given per set, from the set manifests.
+    """
     rows = []
     for step, stage in enumerate(data.stages):
         s = data.stats[stage]
         tok = _has_tokens(s)
+        dropped = sum(s["dropped"].values())
+        set_rows = _set_rows(data, stage, step, s) if stage in SET_STAGES else []
         rows.append({
-            "stage": stage, "step": step,
-            "docs_in": s["rows_in"], "docs_out": s["rows_out"], "docs_dropped": sum(s["dropped"].values()),
+            "stage": stage, "set": None, "step": step,
+            "docs_in": s["rows_in"], "docs_out": s["rows_out"], "docs_dropped": dropped,
+            "skipped_entries": sum(s.get("skipped_entries", {}).values()),
             "bytes_in": s["bytes_in"], "bytes_out": s["bytes_out"],
-            "bytes_dropped": sum(s.get("dropped_bytes", {}).values()),
-            "tokens_in": s["tokens_in"] if tok else None, "tokens_out": s["tokens_out"] if tok else None,
-            "drop_rate": sum(s["dropped"].values()) / s["rows_in"] if s["rows_in"] else 0.0,
+            "bytes_dropped": s.get("bytes_dropped", sum(s.get("dropped_bytes", {}).values())),
+            "bytes_changed": s.get("bytes_changed", 0),
+            "tokens_in": s["tokens_in"] if tok else None,
+            "tokens_out": s["tokens_out"] if tok and not set_rows else None,
+            "drop_rate": dropped / s["rows_in"] if s["rows_in"] else 0.0,
         })
+        rows += set_rows
     return _table(rows, FUNNEL_SCHEMA)
+
+
+SET_STAGES = ("pack", "sft_pack")
+"""Stages that write output sets (their token figures are per set)."""
+
+
+def _set_rows(data: RunData, stage: str, step: int, s: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for name, m in sorted(data.sets.items()):
+        if (m.get("set_kind") == "sft") != (stage == "sft_pack"):
+            continue
+        t = m.get("totals", {})
+        rows.append({
+            "stage": stage, "set": name, "step": step, "docs_in": s["rows_in"], "docs_out": t.get("documents", 0),
+            "docs_dropped": 0, "skipped_entries": 0, "bytes_in": s["bytes_in"], "bytes_out": None,
+            "bytes_dropped": 0, "bytes_changed": 0, "tokens_in": s["tokens_in"], "tokens_out": t.get("tokens", 0),
+            "drop_rate": 0.0,
+        })
+    return rows
+
+
+def skipped_entries(data: RunData) -> pa.Table:
+    """Per stage and reason: entries stepped over that are not documents (from the ``_skipped`` logs)."""
+    rows = []
+    for stage in data.stages:
+        d = data.run.skipped_dir(stage)
+        files = sorted(d.glob("*.parquet")) if d.is_dir() else []
+        if files:
+            t = ds.dataset(files, format="parquet").to_table(columns=[schema.REASON])
+            for r in t.group_by([schema.REASON]).aggregate([(schema.REASON, "count")]).to_pylist():
+                rows.append({"stage": stage, "reason": r[schema.REASON], "entries": r[f"{schema.REASON}_count"]})
+        else:  # no log: the stats still count them
+            rows += [{"stage": stage, "reason": k, "entries": n}
+                     for k, n in data.stats[stage].get("skipped_entries", {}).items()]
+    rows.sort(key=lambda r: (data.stages.index(r["stage"]), r["reason"]))
+    return _table(rows, SKIPPED_SCHEMA)
 
 
 def mix_by_stage(data: RunData) -> pa.Table:
@@ -165,85 +214,16 @@ def cluster_sizes(data: RunData) -> pa.Table:
 # --- score and length distributions ------------------------------------------------------------
 
 
-FILTERS_STAGE = "filters"
-_NOT_SCORES = {schema.BYTES, schema.NUM_TOKENS, schema.DUP_COUNT, "stars", "forks"}
+def filter_tables(data: RunData) -> dict[str, pa.Table]:
+    """``filter_rules``, ``filter_thresholds`` and ``filter_scores`` (see ``reports/scores.py``)."""
+    rows = scores.build(data)
+    return {name: _table(rows[name], sch) for name, sch in (
+        ("filter_rules", RULES_SCHEMA), ("filter_thresholds", THRESHOLDS_SCHEMA), ("filter_scores", SCORES_SCHEMA))}
 
 
 def _numeric_columns(part: Path) -> set[str]:
     sch = ds.dataset(part, format="parquet").schema
     return {f.name for f in sch if pa.types.is_integer(f.type) or pa.types.is_floating(f.type)}
-
-
-def score_columns(data: RunData) -> list[str]:
-    """Numeric columns the filters stage added (its output's minus its input's)."""
-    if FILTERS_STAGE not in data.stages or not data.run.part(FILTERS_STAGE, 0).exists():
-        return []
-    i = data.stages.index(FILTERS_STAGE)
-    before = data.run.part(data.stages[i - 1], 0) if i else None
-    added = _numeric_columns(data.run.part(FILTERS_STAGE, 0))
-    if before is not None and before.exists():
-        added -= _numeric_columns(before)
-    return sorted(added - _NOT_SCORES)
-
-
-def _threshold(data: RunData, column: str, logged: list[float]) -> tuple[float | None, str]:
-    """The rule's threshold: as the drop log recorded it, else the recipe's max_/min_ key."""
-    cfg = (data.recipe.get("stages") or {}).get(FILTERS_STAGE) or {}
-    flat = _flatten(cfg)
-    for key, direction in ((f"max_{column}", "max"), (f"min_{column}", "min"), (column, "max")):
-        if isinstance(flat.get(key), int | float) and not isinstance(flat.get(key), bool):
-            return (logged[0] if logged else float(flat[key])), direction
-    return (logged[0] if logged else None), "max"
-
-
-def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flatten(v, f"{prefix}{k}."))
-        out.setdefault(k, v)  # the leaf name alone, for rule-named keys in nested sections
-        out[f"{prefix}{k}"] = v
-    return out
-
-
-def _hist(values: np.ndarray, lo: float, hi: float, bins: int = HIST_BINS) -> tuple[np.ndarray, np.ndarray]:
-    edges = np.linspace(lo, hi if hi > lo else lo + 1, bins + 1)
-    return np.histogram(np.clip(values, edges[0], edges[-1]), edges)[0], edges
-
-
-def filter_scores(data: RunData) -> pa.Table:
-    """Histogram per score column: kept documents, and those dropped by that rule, with the threshold.
-
-    The range is clipped to the 99.5th percentile (or just past the threshold),
-    and the last bin holds everything above it, so one 10 MB line does not
-    flatten the chart.
-    """
-    rows = []
-    drops_dir = data.run.dropped_dir(FILTERS_STAGE)
-    log = ds.dataset(sorted(drops_dir.glob("*.parquet")), format="parquet").to_table(
-        columns=[schema.REASON, schema.SCORE, schema.THRESHOLD]) if drops_dir.is_dir() else None
-    for col in score_columns(data):
-        kept = _column_values(data.run.stage_dir(FILTERS_STAGE), col)
-        dropped, logged = np.zeros(0), []
-        if log is not None and log.num_rows:
-            mine = log.filter(pc.equal(log.column(schema.REASON), col))
-            dropped = pc.drop_null(mine.column(schema.SCORE)).to_numpy().astype(np.float64)
-            logged = sorted({t for t in mine.column(schema.THRESHOLD).to_pylist() if t is not None})
-        threshold, direction = _threshold(data, col, logged)
-        both = np.concatenate([kept, dropped])
-        if not both.size:
-            continue
-        hi = float(np.quantile(both, 0.995))
-        if threshold is not None:
-            hi = max(hi, threshold * 1.15 if threshold > 0 else threshold + 1)
-        lo = min(float(both.min()), threshold if threshold is not None else float(both.min()))
-        k, edges = _hist(kept, lo, hi)
-        dcount, _ = _hist(dropped, lo, hi)
-        for i in range(len(k)):
-            rows.append({"score": col, "bin": i, "bin_lo": float(edges[i]), "bin_hi": float(edges[i + 1]),
-                         "kept": int(k[i]), "dropped": int(dcount[i]), "threshold": threshold,
-                         "direction": direction})
-    return _table(rows, SCORES_SCHEMA)
 
 
 def _column_values(stage_dir: Path, column: str) -> np.ndarray:
@@ -325,19 +305,39 @@ def long_context(data: RunData) -> pa.Table:
     for name, m in sorted(data.sets.items()):
         for key, value in sorted((m.get("long_context") or {}).items()):
             if isinstance(value, dict):
-                rows += [{"set": name, "key": key, "bucket": str(b), "value": float(v)} for b, v in value.items()]
+                rows += [{"set": name, "key": key, "bucket": b, "value": float(v)} for b, v in _every_bucket(value)]
             elif isinstance(value, int | float):
                 rows.append({"set": name, "key": key, "bucket": None, "value": float(value)})
     return _table(rows, LONG_SCHEMA)
+
+
+def _every_bucket(hist: dict[str, float]) -> list[tuple[str, float]]:
+    """A histogram's buckets in order, the empty ones between its first and last filled in.
+
+    Buckets named by a power of two (``2^k``, ``<=2^k``) are filled in; other names keep
+    their order.
+
+    >>> _every_bucket({"<=2^12": 3, "<=2^10": 1})
+    [('<=2^10', 1), ('<=2^11', 0), ('<=2^12', 3)]
+    """
+    found = [re.fullmatch(r"(.*\^)(\d+)", str(b)) for b in hist]
+    prefixes = {m.group(1) for m in found if m}
+    if not hist or not all(found) or len(prefixes) != 1:
+        return [(str(b), v) for b, v in hist.items()]
+    prefix = prefixes.pop()
+    powers = {int(m.group(2)): v for m, v in zip(found, hist.values(), strict=True)}
+    return [(f"{prefix}{k}", powers.get(k, 0)) for k in range(min(powers), max(powers) + 1)]
 
 
 # --- schemas: the report's formats, defined once (the README documents them) ---------------------
 
 _i, _f, _s = pa.int64(), pa.float64(), pa.string()
 FUNNEL_SCHEMA = pa.schema([
-    ("stage", _s), ("step", _i), ("docs_in", _i), ("docs_out", _i), ("docs_dropped", _i), ("bytes_in", _i),
-    ("bytes_out", _i), ("bytes_dropped", _i), ("tokens_in", _i), ("tokens_out", _i), ("drop_rate", _f),
+    ("stage", _s), ("set", _s), ("step", _i), ("docs_in", _i), ("docs_out", _i), ("docs_dropped", _i),
+    ("skipped_entries", _i), ("bytes_in", _i), ("bytes_out", _i), ("bytes_dropped", _i), ("bytes_changed", _i),
+    ("tokens_in", _i), ("tokens_out", _i), ("drop_rate", _f),
 ])
+SKIPPED_SCHEMA = pa.schema([("stage", _s), ("reason", _s), ("entries", _i)])
 MIX_SCHEMA = pa.schema([
     ("stage", _s), ("step", _i), ("side", _s), ("lang", _s), ("docs", _i), ("bytes", _i), ("tokens", _i),
     ("docs_share", _f), ("bytes_share", _f), ("tokens_share", _f),
@@ -345,9 +345,16 @@ MIX_SCHEMA = pa.schema([
 DROPS_SCHEMA = pa.schema([("stage", _s), ("reason", _s), ("lang", _s), ("docs", _i), ("bytes", _i)])
 DEDUP_SCHEMA = pa.schema([("lang", _s), ("docs_in", _i), ("duplicates", _i), ("dup_rate", _f)])
 CLUSTER_SCHEMA = pa.schema([("kind", _s), ("size", _i), ("clusters", _i), ("documents", _i)])
+RULES_SCHEMA = pa.schema([
+    ("rule", _s), ("column", _s), ("direction", _s), ("thresholds", _s), ("docs_scored", _i), ("dropped", _i),
+    ("dropped_bytes", _i),
+])
+THRESHOLDS_SCHEMA = pa.schema([
+    ("rule", _s), ("direction", _s), ("lang", _s), ("threshold", _f), ("kept", _i), ("dropped", _i),
+])
 SCORES_SCHEMA = pa.schema([
-    ("score", _s), ("bin", _i), ("bin_lo", _f), ("bin_hi", _f), ("kept", _i), ("dropped", _i),
-    ("threshold", _f), ("direction", _s),
+    ("rule", _s), ("column", _s), ("direction", _s), ("scale", _s), ("bin", _i), ("bin_lo", _f), ("bin_hi", _f),
+    ("label", _s), ("kept", _i), ("dropped", _i),
 ])
 LENGTHS_SCHEMA = pa.schema([("metric", _s), ("stage", _s), ("bin_lo", _i), ("bin_hi", _i), ("docs", _i)])
 PLAN_SCHEMA = pa.schema([
@@ -368,12 +375,15 @@ def _table(rows: list[dict[str, Any]], sch: pa.Schema) -> pa.Table:
 
 
 BUILDERS = {
-    "funnel": funnel, "mix_by_stage": mix_by_stage, "drops": drops, "dedup_by_lang": dedup_by_lang,
-    "cluster_sizes": cluster_sizes, "filter_scores": filter_scores, "lengths": lengths,
+    "funnel": funnel, "skipped_entries": skipped_entries, "mix_by_stage": mix_by_stage, "drops": drops,
+    "dedup_by_lang": dedup_by_lang, "cluster_sizes": cluster_sizes, "lengths": lengths,
     "mix_plan": mix_plan, "sets": sets, "long_context": long_context,
 }
-"""Every report table by its file name (``RUN/report/<name>.parquet|csv``)."""
+"""Report tables by file name (``RUN/report/<name>.parquet|csv``), one builder each; the
+filter tables (``filter_rules``, ``filter_thresholds``, ``filter_scores``) are built together."""
 
 
 def build_tables(data: RunData) -> dict[str, pa.Table]:
-    return {name: fn(data) for name, fn in BUILDERS.items()}
+    tables = {name: fn(data) for name, fn in BUILDERS.items()}
+    tables.update(filter_tables(data))
+    return tables

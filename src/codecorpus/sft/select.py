@@ -180,6 +180,16 @@ def redact_messages(
 # --- the stage ----------------------------------------------------------------------------
 
 
+def message_bytes(messages: list[dict[str, Any]]) -> int:
+    """UTF-8 bytes of the fields redaction rewrites: contents, reasoning, call arguments."""
+    total = 0
+    for m in messages:
+        for value in (m.get("content"), m.get("reasoning"), *(c["arguments"] for c in m.get("tool_calls") or ())):
+            if value:
+                total += len(value.encode("utf-8", "surrogatepass"))
+    return total
+
+
 def _assistant_turns(messages: list[dict[str, Any]]) -> int:
     return sum(1 for m in messages if m["role"] == "assistant")
 
@@ -247,9 +257,15 @@ def run(table: pa.Table, cfg: SftSelectConfig, index: decontam.DecontamIndex | N
     problems.update(contaminated)
     keep = [i for i in range(len(messages)) if i not in problems]
     kept_messages, redactions = [], []
+    nbytes = table.column(schema.BYTES).to_pylist()
+    bytes_changed = 0
     for i in keep:
         counts: Counter[str] = Counter()
         kept_messages.append(redact_messages(messages[i], cfg.redact, ids[i], counts) if cfg.redact else messages[i])
+        if counts:  # a trace's bytes follow its redacted text, so byte accounting stays exact
+            delta = message_bytes(kept_messages[-1]) - message_bytes(messages[i])
+            nbytes[i] += delta
+            bytes_changed += delta
         redactions.append(sum(counts.values()))
         counters.update({f"redact.{k}": v for k, v in counts.items()})
         counters["redact.traces"] += int(bool(counts))
@@ -259,9 +275,11 @@ def run(table: pa.Table, cfg: SftSelectConfig, index: decontam.DecontamIndex | N
         pa.array(kept_messages, pa.list_(schema.MESSAGE_TYPE)),
     )
     out = with_column(out, schema.REDACTIONS, pa.array(redactions, pa.int32()))
+    out = out.set_column(out.column_names.index(schema.BYTES), out.schema.field(schema.BYTES),
+                         pa.array([nbytes[i] for i in keep], out.schema.field(schema.BYTES).type))
     drops = sorted(problems.items())
     dropped = schema.drops_from_rows(
         table.take(pa.array([i for i, _ in drops], pa.int64())), STAGE, [p[0] for _, p in drops],
         detail=[p[1] for _, p in drops], score=[p[2] for _, p in drops], threshold=[p[3] for _, p in drops],
     )
-    return MapResult(out, dropped, +counters)
+    return MapResult(out, dropped, +counters, bytes_changed=bytes_changed)

@@ -18,6 +18,7 @@ from codecorpus import schema
 from codecorpus.filters import decontam
 from codecorpus.filters.spec import with_driver_index
 from codecorpus.model import config_hash
+from codecorpus.packing.spec import merge_small_shards
 from codecorpus.pipeline import tasks
 from codecorpus.pipeline.spec import Job, StageRun, StageSpec
 from codecorpus.sft import dedup, examples, ingest, select, validate
@@ -84,7 +85,7 @@ def pack_phases(run: StageRun) -> list[dict[str, Any]]:
         for i in range(run.shard_count(run.upstream))
     ]
     results = run.run_tasks(f"sft_pack: {out.name}", jobs)
-    sfttask.write_set_manifest(run.run, run.recipe, results)
+    sfttask.write_set_manifest(run.run, run.recipe, results, merge_small_shards(run, out, results))
     return results
 
 

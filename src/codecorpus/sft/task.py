@@ -31,7 +31,7 @@ from codecorpus.config import (
 )
 from codecorpus.manifests import manifest as mf
 from codecorpus.manifests import megatron
-from codecorpus.packing.task import tokenizer_config_record
+from codecorpus.packing.task import EmittedShards, tokenizer_config_record
 from codecorpus.pipeline.tasks import (
     InvariantError,
     TaskContext,
@@ -111,21 +111,24 @@ def _sum_counts(shard_stats: list[dict[str, Any]], key: str) -> dict[str, int]:
     return dict(sorted(total.items()))
 
 
-def write_set_manifest(run: schema.RunPaths, recipe: Recipe, shard_stats: list[dict[str, Any]]) -> Path:
-    """The SFT set manifest: the common fields plus the chat template and an ``sft`` block."""
+def write_set_manifest(
+    run: schema.RunPaths, recipe: Recipe, shard_stats: list[dict[str, Any]], emitted: EmittedShards
+) -> Path:
+    """The SFT set manifest over the emitted shards: the common fields plus the chat template
+    and an ``sft`` block."""
     out, tok_cfg, stages = sft_output(recipe), recipe.tokenizer, recipe.stages
-    records = [mf.ShardRecord(**s["set"]["record"]) for s in shard_stats if s["set"]["record"]]
     tokenizer = load_tokenizer(tok_cfg)
     template = choose_template(stages.sft_render, tok_cfg)
     manifest = mf.build_set_manifest(
         name=out.name,
         set_dir=run.set_dir(out.name),
-        shards=records,
+        shards=emitted.records,
         tokenizer={**tokenizer.fingerprint(), "config": tokenizer_config_record(run, tok_cfg),
                    "chat_template_sha256": template.sha256},
         token_dtype=megatron.token_dtype(tokenizer.vocab_size).name,
         seq_len=out.seq_len,
-        packing={"algorithm": stages.sft_pack.algorithm, "truncated_documents": 0, "padding_stored": False},
+        packing={"algorithm": stages.sft_pack.algorithm, "truncated_documents": 0, "padding_stored": False,
+                 "merged_shards": emitted.merged},
         recipe_hash=recipe_hash(recipe),
         provenance={
             "sources": [s.model_dump(mode="json") for s in recipe.sources],
