@@ -259,7 +259,8 @@ def discover_task(ctx: tasks.TaskContext, shard: int, ref: RepoRef, cfg: EnvDisc
     result = MapResult(table, pa.concat_tables(drops), Counter(
         {"repositories": 1, "candidates": n_candidates}))
     rows_in = len(kept) + len(over) + len(bad)
-    stats = tasks.result_stats(rows_in, 0, 0, {}, result, time.perf_counter() - t0)
+    bytes_in = sum(r[schema.BYTES] for r in kept)  # the versions' trees, as measured on export
+    stats = tasks.result_stats(rows_in, bytes_in, 0, {}, result, time.perf_counter() - t0)
     return tasks.finish_shard(ctx, shard, result, stats)
 
 
@@ -499,7 +500,8 @@ def _finish_tasks(ctx: tasks.TaskContext, shard: int, rows_in: int, kept: list[d
                                      ctx.stage, [reason for _, reason in drops])
     result = MapResult(pa.Table.from_pylist(kept, schema=TASK_SCHEMA), dropped,
                        Counter({"task_candidates": rows_in, "cpu_ms": round(1000 * cpu)}))
-    stats = tasks.result_stats(rows_in, 0, 0, {}, result, time.perf_counter() - t0)
+    bytes_in = sum(r[schema.BYTES] for r in [*kept, *(r for r, _ in drops)])  # the candidates' patches
+    stats = tasks.result_stats(rows_in, bytes_in, 0, {}, result, time.perf_counter() - t0)
     return tasks.finish_shard(ctx, shard, result, stats)
 
 
