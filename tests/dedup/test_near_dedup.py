@@ -179,3 +179,16 @@ def test_gid_layout_roundtrip():
     g = near.gids(3, 5)
     assert (g >> near.ROW_BITS).tolist() == [3] * 5 and (g & 0xFFFFFFFF).tolist() == list(range(5))
     assert np.all(np.diff(g) == 1)
+
+
+def test_estimated_payloads_are_each_documents_signature_bytes():
+    from codecorpus.dedup import minhash
+    from codecorpus.dedup.shingles import shingle_texts
+
+    table = _docs(_planted())
+    cfg = DedupConfig(buckets=2, verify="estimated", exact=False)
+    sig = minhash.signatures(shingle_texts(table.column(schema.TEXT), cfg.ngram), cfg.num_perm, 3)
+    rows = pa.concat_tables(near.candidates(table, 0, cfg, 3).values())
+    assert rows.num_rows > 0
+    for gid, payload in zip(rows.column(near.GID).to_pylist(), rows.column(near.PAYLOAD).to_pylist(), strict=True):
+        assert payload == sig[gid].tobytes()

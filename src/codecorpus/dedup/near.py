@@ -133,8 +133,11 @@ def _band_candidates(
 
 
 def _payloads(sig: np.ndarray, shingles, has: np.ndarray, cfg: DedupConfig) -> pa.Array | None:
-    if cfg.verify == "estimated":
-        return pa.array([row.tobytes() for row in sig], pa.large_binary())
+    if cfg.verify == "estimated":  # each row's signature bytes, straight from the matrix's buffer
+        n, width = sig.shape[0], 4 * sig.shape[1]
+        offsets = np.arange(n + 1, dtype=np.int64) * width
+        data = np.ascontiguousarray(sig, np.uint32)
+        return pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
     if cfg.verify == "exact":
         off = shingles.offsets
         return pa.array(

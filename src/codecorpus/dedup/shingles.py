@@ -14,7 +14,9 @@ plus hashing each token) runs at ~5-7 MB/s and is the bottleneck of MinHash
 dedup. Here the only O(bytes) work is a few uint8 passes (class lookup, run
 boundaries); every token is hashed from an unaligned 8-byte window read at its
 start (O(tokens)), tokens longer than 8 bytes fold in further windows, and
-n-grams are a positional sum of token hashes (O(tokens x ngram)).
+n-grams are a positional sum of token hashes (O(tokens x ngram)). The passes
+run over runs of whole documents of ``CHUNK_BYTES`` at a time, so their
+temporaries stay in cache whatever the batch size.
 
 Hashes are 64-bit (MurmurHash3's fmix64 finalizer over the packed bytes);
 they depend only on the token bytes and the n-gram order, so the same text
@@ -34,9 +36,13 @@ _CLASS = np.full(256, _PUNCT, np.uint8)
 _CLASS[[ord(c) for c in " \t\n\r\x0b\x0c"]] = 0
 _CLASS[128:] = _WORD
 _CLASS[[ord(c) for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"]] = _WORD
+_CLASS_TABLE = _CLASS.tobytes()  # the same lookup for bytes.translate
 # byte masks for a token of length 1..8 read from a little-endian 8-byte window
 _LEN_MASK = np.array([0] + [(1 << (8 * k)) - 1 for k in range(1, 8)] + [(1 << 64) - 1], dtype=_U64)
 _NGRAM_MULT = _U64(0x9E3779B97F4A7C15)  # odd: position weights of an n-gram's tokens
+_FMIX_C1, _FMIX_C2 = _U64(0xFF51AFD7ED558CCD), _U64(0xC4CEB9FE1A85EC53)
+CHUNK_BYTES = 1 << 19
+"""Text bytes shingled per pass (see ``shingle_texts``): 256 KiB to 1 MiB ran alike, 2 MiB 30% slower."""
 
 
 @dataclass(frozen=True)
@@ -74,21 +80,32 @@ def _utf8_buffer(texts: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndar
 
 
 def token_spans(data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Start and end byte positions of every token; tokens never cross a document boundary."""
-    cls = _CLASS[data]
-    word = cls == _WORD
-    starts_mask = cls == _PUNCT
-    ends_mask = starts_mask.copy()
-    starts_mask[1:] |= word[1:] & ~word[:-1]
-    ends_mask[:-1] |= word[:-1] & ~word[1:]
-    if len(data):
-        starts_mask[0] |= word[0]
-        ends_mask[-1] |= word[-1]
-        inner = offsets[1:-1]
-        inner = inner[(inner > 0) & (inner < len(data))]
-        starts_mask[inner] |= word[inner]  # a word at a document start starts a token
-        ends_mask[inner - 1] |= word[inner - 1]  # and one at a document end ends one
-    return np.flatnonzero(starts_mask), np.flatnonzero(ends_mask) + 1
+    """Start and end byte positions of every token; tokens never cross a document boundary.
+
+    One pass finds every boundary (a change of byte class, any punctuation
+    byte, a document start); a token starts at a boundary before a non-space
+    byte and ends at the boundary after it, so ends are read off the boundary
+    list instead of a second pass over the bytes.
+    """
+    # bytes.translate is a plain C table lookup, ~3x faster than numpy's fancy indexing
+    padded = b" " + data.tobytes() + b" "  # whitespace sentinels on both sides
+    cls = np.frombuffer(padded.translate(_CLASS_TABLE), np.uint8)
+    boundary = cls[1:] != cls[:-1]
+    boundary |= cls[1:] == _PUNCT
+    boundary[offsets[1:-1]] = True  # a document start is a boundary (harmless between spaces)
+    edges = np.flatnonzero(boundary)
+    opens = np.flatnonzero(cls[edges + 1] != 0)
+    return edges[opens], edges[opens + 1]
+
+
+def _fmix64_inplace(h: np.ndarray, scratch: np.ndarray) -> np.ndarray:
+    """``fmix64`` computed in ``h`` itself (``scratch`` is a same-sized buffer), no temporaries."""
+    for mult in (_FMIX_C1, _FMIX_C2, None):
+        np.right_shift(h, _U64(33), out=scratch)
+        h ^= scratch
+        if mult is not None:
+            h *= mult
+    return h
 
 
 def token_hashes(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -98,8 +115,12 @@ def token_hashes(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.n
     # an overlapping view: windows[i] is the little-endian uint64 of bytes i..i+7
     windows = np.lib.stride_tricks.as_strided(padded.view("<u8"), shape=(len(data) + 8,), strides=(1,))
     lengths = ends - starts
-    h = windows[starts] & _LEN_MASK[np.minimum(lengths, 8)]
-    h = fmix64(h ^ (lengths.astype(_U64) << _U64(56)))
+    h = windows[starts]
+    h &= _LEN_MASK[np.minimum(lengths, 8)]
+    scratch = lengths.astype(_U64)
+    scratch <<= _U64(56)
+    h ^= scratch
+    _fmix64_inplace(h, scratch)
     long_tokens = np.flatnonzero(lengths > 8)
     chunk = 1
     while len(long_tokens):
@@ -112,32 +133,41 @@ def token_hashes(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.n
 
 
 def ngram_hashes(tokens: np.ndarray, token_offsets: np.ndarray, ngram: int) -> Shingles:
-    """Shingles of ``ngram`` consecutive tokens per document (positional sum, then fmix64)."""
+    """Shingles of ``ngram`` consecutive tokens per document (positional sum, then fmix64).
+
+    The sum is taken at every token position over contiguous slices; a
+    position is kept when its n-gram ends inside its document, and a
+    document shorter than ``ngram`` keeps its first position, whose sum is
+    redone over that document's tokens alone.
+    """
     n_tok = len(tokens)
     counts = np.diff(token_offsets)
     acc = tokens.copy()
+    scratch = np.empty_like(tokens)
     weight = _U64(1)
-    for m in range(1, ngram):
+    for m in range(1, min(ngram, n_tok)):
         weight = weight * _NGRAM_MULT
-        if m < n_tok:
-            acc[: n_tok - m] += tokens[m:] * weight
-    doc_of = np.repeat(np.arange(len(counts)), counts)
-    idx = np.arange(n_tok)
-    full = idx + ngram <= token_offsets[1:][doc_of]
-    hashes = fmix64(acc[full]) if n_tok else np.zeros(0, _U64)
-    owners = doc_of[full]
+        np.multiply(tokens[m:], weight, out=scratch[: n_tok - m])
+        acc[: n_tok - m] += scratch[: n_tok - m]
+    keep = np.ones(n_tok, bool)
+    starts, ends = token_offsets[:-1], token_offsets[1:]
+    for back in range(1, ngram):  # the last ngram - 1 positions of a document start no full n-gram
+        tail = ends - back
+        keep[tail[tail >= starts]] = False
     short_docs = np.flatnonzero((counts > 0) & (counts < ngram))
     if len(short_docs):
-        hashes, owners = _with_short_documents(tokens, token_offsets, short_docs, hashes, owners)
+        acc[starts[short_docs]] = _whole_document_sums(tokens, token_offsets, short_docs)
+        keep[starts[short_docs]] = True
+    hashes = acc[keep]
+    _fmix64_inplace(hashes, scratch[: len(hashes)])
     offsets = np.zeros(len(counts) + 1, np.int64)
-    np.cumsum(np.bincount(owners, minlength=len(counts)), out=offsets[1:])
+    shingles_per_doc = np.where(counts >= ngram, counts - (ngram - 1), counts > 0)  # short: 1, empty: 0
+    np.cumsum(shingles_per_doc, out=offsets[1:])
     return Shingles(hashes, offsets)
 
 
-def _with_short_documents(
-    tokens: np.ndarray, token_offsets: np.ndarray, short_docs: np.ndarray, hashes: np.ndarray, owners: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Add one whole-document shingle for each document shorter than the n-gram size."""
+def _whole_document_sums(tokens: np.ndarray, token_offsets: np.ndarray, short_docs: np.ndarray) -> np.ndarray:
+    """Positional sum of all tokens of each document shorter than the n-gram size."""
     extra = np.zeros(len(short_docs), _U64)
     weight = _U64(1)
     lo, hi = token_offsets[short_docs], token_offsets[short_docs + 1]
@@ -145,14 +175,36 @@ def _with_short_documents(
         inside = lo + m < hi
         extra[inside] += tokens[(lo + m)[inside]] * weight
         weight = weight * _NGRAM_MULT
-    all_hashes = np.concatenate([hashes, fmix64(extra)])
-    all_owners = np.concatenate([owners, short_docs])
-    order = np.argsort(all_owners, kind="stable")
-    return all_hashes[order], all_owners[order]
+    return extra
+
+
+def _document_chunks(offsets: np.ndarray, chunk_bytes: int) -> list[tuple[int, int]]:
+    """``[d0, d1)`` document ranges of about ``chunk_bytes`` of text each (one document at least)."""
+    n_docs = len(offsets) - 1
+    bounds, d0 = [], 0
+    while d0 < n_docs:
+        d1 = int(np.searchsorted(offsets, offsets[d0] + chunk_bytes, side="right")) - 1
+        d1 = min(n_docs, max(d0 + 1, d1))
+        bounds.append((d0, d1))
+        d0 = d1
+    return bounds
+
+
+def _shingle_buffer(data: np.ndarray, offsets: np.ndarray, ngram: int) -> Shingles:
+    starts, ends = token_spans(data, offsets)
+    tokens = token_hashes(data, starts, ends)
+    token_offsets = np.searchsorted(starts, offsets).astype(np.int64)
+    return ngram_hashes(tokens, token_offsets, ngram)
 
 
 def shingle_texts(texts: pa.Array | pa.ChunkedArray | list[str], ngram: int = 5) -> Shingles:
     """Shingle hashes of every document of a string column (see the module docstring).
+
+    The column is cut into runs of whole documents of about ``CHUNK_BYTES``
+    each (a longer document is a run of its own): every temporary then stays
+    in cache and below malloc's mmap threshold, so a large shard does not pay
+    a fresh page fault per 4 KiB of each of its dozen whole-shard temporaries
+    (that was half the time of a first call). Shingles do not depend on the cut.
 
     >>> s = shingle_texts(["a = b + 1", "a  =  b +\\n 1", "", "x"], ngram=5)
     >>> s.counts().tolist()
@@ -163,8 +215,21 @@ def shingle_texts(texts: pa.Array | pa.ChunkedArray | list[str], ngram: int = 5)
     if isinstance(texts, list):
         texts = pa.array(texts, pa.large_string())
     data, offsets = _utf8_buffer(texts)
+    parts = []
     with np.errstate(over="ignore"):
-        starts, ends = token_spans(data, offsets)
-        tokens = token_hashes(data, starts, ends)
-        token_offsets = np.searchsorted(starts, offsets).astype(np.int64)
-        return ngram_hashes(tokens, token_offsets, ngram)
+        for d0, d1 in _document_chunks(offsets, CHUNK_BYTES):
+            lo = offsets[d0]
+            parts.append(_shingle_buffer(data[lo : offsets[d1]], offsets[d0 : d1 + 1] - lo, ngram))
+    if len(parts) == 1:
+        return parts[0]
+    return _concatenated(parts)
+
+
+def _concatenated(parts: list[Shingles]) -> Shingles:
+    """One batch's shingles from its chunks' (the documents of ``parts`` in order)."""
+    if not parts:
+        return Shingles(np.zeros(0, _U64), np.zeros(1, np.int64))
+    counts = np.concatenate([p.counts() for p in parts])
+    offsets = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return Shingles(np.concatenate([p.hashes for p in parts]), offsets)
