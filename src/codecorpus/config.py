@@ -73,7 +73,7 @@ from codecorpus.tokenize.config import (
 )
 
 STAGE_ORDER = ("ingest", "langid", "filters", "dedup", "tokenize", "pack")
-# SFT / agent-trace pipeline (issue 8): its own chain of stages, after the pretraining ones
+# SFT / agent-trace pipeline: its own chain of stages, after the pretraining ones
 SFT_STAGE_ORDER = ("sft_ingest", "sft_validate", "sft_select", "sft_dedup", "sft_render", "sft_pack")
 STAGE_ORDER = STAGE_ORDER + SFT_STAGE_ORDER + ENV_STAGE_ORDER
 
@@ -214,7 +214,7 @@ class Recipe(Model):
         set_names = [o.name for o in self.outputs]
         if len(set(set_names)) != len(set_names):
             raise ValueError(f"outputs: names must be unique, got {set_names}")
-        # issue 6: per-source upsampling names real sources
+        # per-source upsampling names real sources
         for o in self.outputs:
             unknown = sorted(set(o.long.upsample) - set(names)) if o.long else []
             if unknown:
@@ -431,7 +431,7 @@ def _resolve_relative_paths(data: dict[str, Any], base: Path) -> None:
 
 
 def _resolve_sft_paths(data: dict[str, Any], base: Path) -> None:
-    """SFT decontamination files and the chat template file are relative to the recipe (issue 8)."""
+    """SFT decontamination files and the chat template file are relative to the recipe."""
     stages = data.get("stages") or {}
 
     def resolve(p: Any) -> Any:
