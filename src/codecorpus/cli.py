@@ -220,7 +220,7 @@ def inspect(
         _fail(str(err))
 
 
-# --- issue 6: tokenizer training and the datatrove export ------------------------------
+# --- tokenizer training and the datatrove export ------------------------------
 
 tokenizer_app = typer.Typer(no_args_is_help=True, help="Train the run's tokenizer on its own.")
 app.add_typer(tokenizer_app, name="tokenizer")
@@ -269,7 +269,7 @@ def manifest_export_datatrove(
     out.print(f"wrote {len(paths)} .ds file(s) to {dest}")
 
 
-# --- report (issue 7) ------------------------------------------------------------------
+# --- report ------------------------------------------------------------------
 
 
 @app.command()

@@ -23,6 +23,12 @@ import yaml
 from pydantic import ConfigDict, Field, ValidationError, model_serializer, model_validator
 
 from codecorpus.dedup.config import DedupConfig, ForksConfig
+from codecorpus.envs.config import (
+    ENV_STAGE_ORDER,
+    EnvDiscoverConfig,
+    EnvVerifyConfig,
+    TaskValidateConfig,
+)
 from codecorpus.filters.config import (
     BenchmarkFile,
     DecontamConfig,
@@ -75,11 +81,11 @@ from codecorpus.tokenize.config import (
 )
 
 STAGE_ORDER = ("ingest", "langid", "filters", "dedup", "tokenize", "pack")
-# SFT / agent-trace pipeline (issue 8): its own chain of stages, after the pretraining ones
+# SFT / agent-trace pipeline: its own chain of stages, after the pretraining ones
 SFT_STAGE_ORDER = ("sft_ingest", "sft_validate", "sft_select", "sft_dedup", "sft_render", "sft_pack")
-# repository history -> tasks: its own chain; the edit set is rendered and packed by the SFT stages
+# repository history -> tasks: its own chain; the edit set is rendered by the SFT stage sft_render
 TASKS_STAGE_ORDER = ("commits", "commit_filters", "commit_dedup", "task_candidates", "edit_set", "task_outputs")
-STAGE_ORDER = STAGE_ORDER + SFT_STAGE_ORDER + TASKS_STAGE_ORDER
+STAGE_ORDER = STAGE_ORDER + SFT_STAGE_ORDER + TASKS_STAGE_ORDER + ENV_STAGE_ORDER
 
 
 Source = Annotated[
@@ -119,6 +125,10 @@ class StagesConfig(Model):
     task_candidates: TaskCandidatesConfig | None = None
     edit_set: EditSetConfig | None = None
     task_outputs: TaskSetConfig | None = None
+    # environments and verified tasks (envs/)
+    env_discover: EnvDiscoverConfig | None = None
+    env_verify: EnvVerifyConfig | None = None
+    task_validate: TaskValidateConfig | None = None
 
     @model_validator(mode="after")
     def _user_stages(self) -> StagesConfig:
@@ -205,12 +215,7 @@ class Recipe(Model):
         if len(set(names)) != len(names):
             raise ValueError(f"sources: names must be unique, got {names}")
         _check_user_stages(self)
-        if self.stages.sft_ingest is not None or any(isinstance(s, TracesSource) for s in self.sources):
-            _check_sft_recipe(self)
-        elif self.stages.commits is not None:
-            _check_tasks_recipe(self)
-        elif self.stages.ingest is None:
-            raise ValueError("stages.ingest is required: every pipeline starts by ingesting")
+        _check_pipeline_start(self)
         if self.stages.tokenize is not None and self.tokenizer is None:
             raise ValueError("stages.tokenize needs a tokenizer: add a `tokenizer:` section")
         if self.stages.pack is not None:
@@ -221,7 +226,7 @@ class Recipe(Model):
         set_names = [o.name for o in self.outputs]
         if len(set(set_names)) != len(set_names):
             raise ValueError(f"outputs: names must be unique, got {set_names}")
-        # issue 6: per-source upsampling names real sources
+        # per-source upsampling names real sources
         for o in self.outputs:
             unknown = sorted(set(o.long.upsample) - set(names)) if o.long else []
             if unknown:
@@ -229,6 +234,32 @@ class Recipe(Model):
                     f"outputs {o.name}: long.upsample names unknown sources {unknown}: use one of {names}"
                 )
         return self
+
+
+def _check_env_recipe(recipe: Recipe) -> None:
+    """An environments recipe: repository sources, only the env stages, each after the one it needs."""
+    stages = recipe.stages
+    bad = [s.name for s in recipe.sources if not isinstance(s, GitSource | LocalSource)]
+    if bad:
+        raise ValueError(f"sources {bad}: an environments recipe (stages.env_discover) reads `git` or `local` sources")
+    other = [n for n in stages.enabled() if n not in ENV_STAGE_ORDER]
+    if other:
+        raise ValueError(f"stages {other}: an environments recipe runs only {list(ENV_STAGE_ORDER)}")
+    if stages.task_validate is not None and stages.env_verify is None:
+        raise ValueError("stages.task_validate needs stages.env_verify before it")
+
+
+def _check_pipeline_start(recipe: Recipe) -> None:
+    """The recipe's pipeline, by the source stage it enables, is complete enough to run."""
+    stages = recipe.stages
+    if stages.sft_ingest is not None or any(isinstance(s, TracesSource) for s in recipe.sources):
+        _check_sft_recipe(recipe)
+    elif stages.commits is not None:
+        _check_tasks_recipe(recipe)
+    elif stages.env_discover is not None:
+        _check_env_recipe(recipe)
+    elif stages.ingest is None:
+        raise ValueError("stages.ingest is required: every pipeline starts by ingesting")
 
 
 def _check_sft_recipe(recipe: Recipe) -> None:
@@ -437,10 +468,13 @@ def _resolve_relative_paths(data: dict[str, Any], base: Path) -> None:
         tok["path"] = str((base / tok["path"]).resolve())
     _resolve_benchmark_paths(data, base)
     _resolve_sft_paths(data, base)
+    validate = (data.get("stages") or {}).get("task_validate")
+    if isinstance(validate, dict) and isinstance(validate.get("tasks"), str) and not Path(validate["tasks"]).is_absolute():
+        validate["tasks"] = str((base / validate["tasks"]).resolve())
 
 
 def _resolve_sft_paths(data: dict[str, Any], base: Path) -> None:
-    """SFT decontamination files and the chat template file are relative to the recipe (issue 8)."""
+    """SFT decontamination files and the chat template file are relative to the recipe."""
     stages = data.get("stages") or {}
 
     def resolve(p: Any) -> Any:

@@ -15,7 +15,7 @@ import glob
 from collections.abc import Iterator
 from pathlib import Path
 
-from codecorpus.config import LocalSource, Recipe, RecipeError
+from codecorpus.config import GitSource, LocalSource, Recipe, RecipeError
 
 _DIRECTORY_SOURCES = (LocalSource,)
 """Sources whose ``path`` must be a directory (the others take a file, a folder or a glob)."""
@@ -33,6 +33,8 @@ def _path_problems(recipe: Recipe) -> Iterator[tuple[str, str]]:
         path = getattr(src, "path", None)
         if isinstance(path, str) and path:
             problem = _local_path_problem(path, directory=isinstance(src, _DIRECTORY_SOURCES))
+            if problem is None and isinstance(src, GitSource):
+                problem = _git_folder_problem(src)
             if problem:
                 yield f"sources.{i}.path", problem
     for key, path in _named_files(recipe):
@@ -69,6 +71,20 @@ def _local_path_problem(path: str, directory: bool) -> str | None:
     if directory and not p.is_dir():
         return f"{path} is not a directory: point it at a repository or a folder of them"
     return None
+
+
+def _git_folder_problem(src: GitSource) -> str | None:
+    """A folder of repositories must hold one: the search stops at the first it finds."""
+    from codecorpus.ingest import git
+
+    if git.source_form(src) != "folder":
+        return None
+    if any(found.problem is None for found in git.find_repositories(Path(src.path))):
+        return None
+    return (
+        f"no git repository under {src.path}: point path at a repository, a folder of "
+        "repositories (bare or not) or a list file of repository paths/URLs"
+    )
 
 
 def _looks_like_file(template: str) -> bool:

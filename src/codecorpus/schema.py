@@ -41,14 +41,14 @@ NUM_TOKENS = "num_tokens"
 
 UNKNOWN = "unknown"
 KINDS = ("code", "docs", "notebook", "data", "config")
-# values of LANG_METHOD: which rule of langid decided a row's language (issue 3: Linguist's
+# values of LANG_METHOD: which rule of langid decided a row's language (Linguist's
 # strategy order via enry, then magika on content alone, then codecorpus's own table)
 LANG_METHODS = (
     "modeline", "filename", "shebang", "extension", "content", "classifier", "magika", "table",
     "repo_extension_vote", UNKNOWN,
 )
 
-# --- ingest provenance columns (issue 3) ----------------------------------------------
+# --- ingest provenance columns ----------------------------------------------
 # added by ingest after the DOC_SCHEMA columns; parse_error_frac is added by langid
 LICENSE_METHOD = "license_method"
 STARS = "stars"
@@ -93,7 +93,7 @@ STAGE_COLUMNS: dict[str, pa.DataType] = {
     DUP_COUNT: pa.int32(),
     TOKENS: pa.large_list(pa.uint32()),
     NUM_TOKENS: pa.int64(),
-    # issue 3: ingest provenance and langid's parse quality (nullable: unknown = null)
+    # ingest provenance and langid's parse quality (nullable: unknown = null)
     LICENSE_METHOD: pa.string(),
     STARS: pa.int64(),
     FORKS: pa.int64(),
@@ -101,7 +101,7 @@ STAGE_COLUMNS: dict[str, pa.DataType] = {
     PARSE_ERROR_FRAC: pa.float32(),
 }
 
-# --- filters score columns (issue 4) ----------------------------------------------------
+# --- filters score columns ----------------------------------------------------
 # one typed column per heuristic score; null where a rule does not apply to a row
 # (comment_frac of a language without comment syntax, html_* of non-HTML rows ...)
 ALPHA_FRAC = "alpha_frac"
@@ -252,7 +252,7 @@ class RunPaths:
     def report_dir(self) -> Path:
         return self.root / "report"
 
-    # mixing and report (issue 7)
+    # mixing and report
     @property
     def mixing_dir(self) -> Path:
         return self.root / "mixing"
@@ -359,7 +359,7 @@ MANIFEST_NAME = "manifest.json"
 MEGATRON_SEQUENCES_FILE = "megatron-sequences.json"
 """Per set: ``{prefix: [idx sequence count, document count]}``, Megatron's --per-dataset-sequences-path."""
 
-# Loss mask of an SFT set (issue 6 defines it, issue 8 writes it): ``<prefix>.mask.bin``
+# Loss mask of an SFT set (written by the SFT pack): ``<prefix>.mask.bin``
 # holds one uint8 per token, in ``.bin`` order (0 = no loss, 1 = loss), no header;
 # so its size in bytes equals the shard's token count.
 LOSS_MASK_DTYPE = "uint8"
@@ -400,7 +400,7 @@ RUN_MANIFEST_KIND = "codecorpus.run"
 TOKENIZER_FILE = "tokenizer.json"
 """File name of a trained tokenizer inside ``RunPaths.tokenizer_dir`` (HF tokenizers JSON)."""
 
-# --- SFT / agent-trace rows (issue 8) --------------------------------------------------
+# --- SFT / agent-trace rows --------------------------------------------------
 # One canonical row per conversation or agent trajectory, whatever its input style.
 # The DROP_SCHEMA columns (id, source, repo, path, lang, bytes) are present so drops
 # and stats work unchanged: ``path`` is "FILE:LINE" of a JSONL record, "FILE" of a
@@ -486,7 +486,7 @@ STAGE_COLUMNS.update(
     }
 )
 
-# --- near-duplicate dedup columns (issue 5) --------------------------------------------
+# --- near-duplicate dedup columns --------------------------------------------
 DUP_CLUSTER = "dup_cluster"  # id of the cluster's keeper (a kept row's own id when it is unique)
 DUP_CLUSTER_SIZE = "dup_cluster_size"  # documents in the cluster (exact + near copies), 1 if unique
 STAGE_COLUMNS.update({DUP_CLUSTER: pa.string(), DUP_CLUSTER_SIZE: pa.int32()})

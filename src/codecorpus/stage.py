@@ -10,6 +10,7 @@ bytes_dropped`` for every task.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,9 +40,12 @@ def concat_drops(parts: list[pa.Table]) -> pa.Table:
     return pa.concat_tables(parts) if parts else schema.empty_drops()
 
 
-def with_column(table: pa.Table, name: str, values: pa.Array | list) -> pa.Table:
-    """Add (or replace) a stage column with its type from ``schema.STAGE_COLUMNS``."""
-    typ = schema.STAGE_COLUMNS[name]
+def with_column(
+    table: pa.Table, name: str, values: pa.Array | list, types: Mapping[str, pa.DataType] = schema.STAGE_COLUMNS
+) -> pa.Table:
+    """Add (or replace) a stage column with its type from ``types`` (the document row's
+    ``schema.STAGE_COLUMNS`` unless a part's own rows have their own table of types)."""
+    typ = types[name]
     arr = values if isinstance(values, pa.Array | pa.ChunkedArray) else pa.array(values, typ)
     if arr.type != typ:
         arr = arr.cast(typ)

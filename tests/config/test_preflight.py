@@ -44,3 +44,10 @@ def test_tokenizer_and_benchmark_files_are_checked(tmp_path):
 def test_shipped_recipes_pass():
     for name in ("quickstart", "long-context", "sft-traces"):
         check_recipe_inputs(load_recipe(f"pipelines/{name}.yaml"))
+
+
+def test_a_git_folder_without_repositories_fails_before_work(tmp_path):
+    (tmp_path / "empty" / "sub").mkdir(parents=True)
+    recipe = _recipe([{"type": "git", "name": "g", "path": str(tmp_path / "empty")}])
+    with pytest.raises(RecipeError, match=r"sources\.0\.path: no git repository under"):
+        check_recipe_inputs(recipe)

@@ -10,7 +10,7 @@ from codecorpus.model import Model
 
 
 class ForksConfig(Model):
-    """Repository-level removal of forks and vendored copies (issue 5); see codecorpus/dedup/forks.py."""
+    """Repository-level removal of forks and vendored copies; see codecorpus/dedup/forks.py."""
 
     enabled: bool = Field(False, description="remove whole repositories that mostly copy another one (fork_of)")
     min_shared_frac: float = Field(
@@ -25,7 +25,7 @@ class ForksConfig(Model):
 
 
 class DedupConfig(Model):
-    """Exact + MinHash-LSH near-duplicate removal (issue 5); see codecorpus/dedup/near.py."""
+    """Exact + MinHash-LSH near-duplicate removal; see codecorpus/dedup/near.py."""
 
     exact: bool = True
     exact_whitespace: bool = Field(
@@ -34,7 +34,7 @@ class DedupConfig(Model):
     )
     forks: ForksConfig = Field(default_factory=ForksConfig)
     buckets: int = Field(16, gt=0, description="hash partitions of the dedup shuffles")
-    # --- near-duplicates (issue 5) ---
+    # --- near-duplicates ---
     near: bool = Field(True, description="MinHash-LSH near-duplicate removal")
     ngram: int = Field(5, ge=1, le=64, description="tokens per shingle")
     num_perm: int = Field(256, ge=2, le=4096, description="MinHash permutations")

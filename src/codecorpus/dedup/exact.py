@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 
 from codecorpus import schema
 
-# --- issue 5: the key of exact grouping (optionally whitespace-normalised) -------------------
+# --- the key of exact grouping (optionally whitespace-normalised) -------------------
 
 
 def normalized_whitespace_hash(texts: pa.Array | pa.ChunkedArray) -> list[str]:

@@ -468,12 +468,14 @@ def verification_record(env: Verification) -> dict:
 
 
 def validate_instances(repo: Path, instances: list[dict], env: Verification, cfg: VerifyConfig,
-                       max_per_repo: int = 20) -> tuple[list[dict], list[tuple[str, str]]]:
+                       max_per_repo: int = 20, cpu_seconds: dict[str, float] | None = None,
+                       ) -> tuple[list[dict], list[tuple[str, str]]]:
     """Validate a repository's SWE-bench task candidates: the newest ``max_per_repo`` (by
     ``created_at``) are run; each valid one comes back with ``FAIL_TO_PASS`` and
     ``PASS_TO_PASS`` filled (JSON-encoded lists, as SWE-bench's datasets hold them), each
     other one as ``(instance_id, reason)``. Candidates past the cap are dropped as
-    ``over_max_per_repo``, so every input is accounted for."""
+    ``over_max_per_repo``, so every input is accounted for. ``cpu_seconds``, when given,
+    receives each validated candidate's sandboxed CPU-seconds by instance id."""
     ordered = sorted(instances, key=lambda r: (r.get("created_at") or "", r["instance_id"]),
                      reverse=True)
     kept, dropped = [], []
@@ -481,6 +483,8 @@ def validate_instances(repo: Path, instances: list[dict], env: Verification, cfg
         dropped.append((row["instance_id"], OVER_MAX_PER_REPO))
     for row in ordered[:max_per_repo]:
         task = validate_task(repo, row["base_commit"], row["patch"], row["test_patch"], env, cfg)
+        if cpu_seconds is not None:
+            cpu_seconds[row["instance_id"]] = task.cpu_seconds
         if task.valid:
             kept.append({**row, "FAIL_TO_PASS": json.dumps(task.fail_to_pass),
                          "PASS_TO_PASS": json.dumps(task.pass_to_pass)})

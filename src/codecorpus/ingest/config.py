@@ -205,7 +205,7 @@ class IngestConfig(Model):
         (".git", ".hg", ".svn", "__pycache__"),
         description="directories logged as one skipped_dir drop each and not descended into",
     )
-    # --- issue 3: exclusions, each its own drop reason ---
+    # --- exclusions, each its own drop reason ---
     vendored_dirs: tuple[str, ...] = Field(
         ("node_modules", "vendor", "third_party", "bower_components", "site-packages",
          ".venv", "dist", "build", ".tox", "jspm_packages", "Pods", "Carthage"),

@@ -40,7 +40,7 @@ from codecorpus.ingest import docs, exclusions, license, pyenv
 from codecorpus.ingest.refs import NOT_DOCUMENTS, ArchiveRef, FileRef, Repository, Unit
 
 NON_INGEST_SOURCES = ("traces",)
-"""Source types another part of the pipeline reads itself (issue 8's SFT traces)."""
+"""Source types another part of the pipeline reads itself (the SFT traces)."""
 
 
 def plan_shards(sources: Iterable[Source], cfg: IngestConfig) -> list[list[Unit]]:

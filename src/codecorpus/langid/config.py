@@ -9,7 +9,7 @@ from codecorpus.model import Model
 
 class LangidConfig(Model):
     shebang: bool = Field(True, description="read #! lines of files without a known extension")
-    # --- issue 3: enry (Linguist) + magika + tree-sitter ---
+    # --- enry (Linguist) + magika + tree-sitter ---
     magika: bool = Field(True, description="magika on the bytes when name and Linguist's rules decide nothing")
     magika_min_score: float = Field(0.5, ge=0, le=1, description="magika guesses below this are unknown")
     parse_errors: bool = Field(True, description="tree-sitter parse_error_frac for the 13 grammar languages")

@@ -252,7 +252,7 @@ def _magika() -> Any:
     magika 1.0.3 opens its session with ONNX Runtime's default pool (a spinning thread
     per core) and has no option for it. The runtime already runs one worker per core,
     so every worker's pool fought over the same cores: on the shared 2-core machine a
-    file took ~50 ms, ~25 ms with one thread (issue 9, ``bench/e2e_vs_datatrove.py``).
+    file took ~50 ms, ~25 ms with one thread (``bench/e2e_vs_datatrove.py``).
     One thread also makes the scores independent of the machine's core count. The
     session is rebuilt from the same model file and provider.
     """

@@ -44,6 +44,9 @@ from codecorpus.manifests.megatron import (
     shard_file,
     token_dtype,
 )
+from codecorpus.manifests.rl import RL_MANIFEST_KIND
+from codecorpus.manifests.rl import show as show_rl
+from codecorpus.manifests.rl import verify as verify_rl
 from codecorpus.storage.atomic import atomic_write_bytes, sha256_file
 
 SHARD_COUNTS = ("tokens", "documents", "segments", "sequences", "loss_tokens", "padding_tokens")
@@ -694,6 +697,8 @@ def verify(path: Path | str, split: str | None = None) -> list[str]:
         return verify_run(path, split)
     if kind == schema.SET_MANIFEST_KIND:
         return verify_set(path, split)
+    if kind == RL_MANIFEST_KIND:
+        return verify_rl(path)
     return [
         f"{path}: kind: expected {schema.RUN_MANIFEST_KIND!r} or {schema.SET_MANIFEST_KIND!r}, found {kind!r}"
     ]
@@ -778,6 +783,8 @@ def show(path: Path | str) -> str:
     m = json.loads(path.read_text())
     if m.get("kind") == schema.SET_MANIFEST_KIND:
         return "\n".join(_show_set(m))
+    if m.get("kind") == RL_MANIFEST_KIND:
+        return "\n".join(show_rl(m))
     lines = [f"run {path.parent}  ({len(m.get('sets', {}))} sets)"]
     for name, entry in sorted(m.get("sets", {}).items()):
         set_m, error = _load(path.parent / entry["path"])

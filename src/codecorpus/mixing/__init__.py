@@ -1,1 +1,1 @@
-"""Mixture plans and deterministic sampling of output sets (issue 7)."""
+"""Mixture plans and deterministic sampling of output sets."""

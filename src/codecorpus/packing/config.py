@@ -18,7 +18,7 @@ class PackConfig(Model):
 
 
 class LongContextConfig(Model):
-    """Repository-level documents for a ``kind: long`` set (issue 6)."""
+    """Repository-level documents for a ``kind: long`` set."""
 
     markers: Literal["special", "text"] = Field(
         "special", description="special: <|repo_name|>/<|file_sep|> tokens; text: path comments"
@@ -58,7 +58,7 @@ class OutputSet(Model):
     seq_len: int = Field(8192, ge=16, le=1 << 24, description="default 8192 (short), 262144 (long)")
     fim: FimConfig | None = Field(None, description="FIM per file document (long: per file in a repo)")
     long: LongContextConfig | None = Field(None, description="settings of a kind: long set")
-    mix: MixConfig | None = Field(None, description="target mixture and token budget (issue 7)")
+    mix: MixConfig | None = Field(None, description="target mixture and token budget")
 
     @model_validator(mode="before")
     @classmethod

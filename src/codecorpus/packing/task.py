@@ -55,10 +55,10 @@ def pack_task(
     t0 = time.perf_counter()
     table = read_parquet(ctx.run.part(in_stage, shard))
     tokenizer = load_tokenizer(tok_cfg)
-    # issue 6: FIM is per set, so the set re-encodes the documents it rearranges (tokenize/fim.py)
+    # FIM is per set, so the set re-encodes the documents it rearranges (tokenize/fim.py)
     table, fim_counts = fim.apply_to_table(table, out.fim, tokenizer, seed, out.name, append_eos)
     dtype = megatron.token_dtype(tokenizer.vocab_size)
-    # issue 7: a mixed set packs each document's copies in separate rounds (mixing/sample.py)
+    # a mixed set packs each document's copies in separate rounds (mixing/sample.py)
     mix = mix_sample.shard_mix(ctx.run, out, table)
     if mix is not None:
         packed = mix_sample.pack_rounds(table, mix.repeats, out.seq_len, dtype)
@@ -91,8 +91,8 @@ def pack_task(
         "record": record.to_json() if record else None,
         "truncated_documents": packed.truncated_documents,
         "documents_by_license": dict(licenses),
-        "mix": mix.achieved if mix is not None else None,  # issue 7
-        "fim": dict(fim_counts),  # issue 6
+        "mix": mix.achieved if mix is not None else None,
+        "fim": dict(fim_counts),
     }
     write_marker(ctx, f"{out.name}-{schema.shard_name(shard)}", stats)
     return stats
@@ -215,12 +215,12 @@ def write_set_manifest(
     run: schema.RunPaths, out: OutputSet, shard_stats: list[dict[str, Any]], emitted: EmittedShards,
     tok_cfg: TokenizerConfig, recipe: Recipe,
 ) -> Path:
-    fim_counts = [s["set"].get("fim") for s in shard_stats]  # issue 6
+    fim_counts = [s["set"].get("fim") for s in shard_stats]
     manifest = build_packed_set_manifest(
         run, out, shard_stats, emitted, tok_cfg, recipe, algorithm=recipe.stages.pack.algorithm,
         fim_counts=fim_counts,
     )
-    if out.mix is not None:  # issue 7: the plan and what the shards achieved, checked equal
+    if out.mix is not None:  # the plan and what the shards achieved, checked equal
         manifest["mix"] = mix_sample.mix_record(run, out, [s["set"].get("mix") for s in shard_stats])
     path = run.set_manifest(out.name)
     mf.write_manifest(path, manifest)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from codecorpus.dedup.spec import DEDUP
+from codecorpus.envs.stages import ENV_DISCOVER, ENV_VERIFY, TASK_VALIDATE
 from codecorpus.filters.spec import FILTERS
 from codecorpus.ingest.spec import INGEST
 from codecorpus.langid.spec import LANGID
@@ -41,12 +42,17 @@ SFT: Pipeline = (SFT_INGEST, SFT_VALIDATE, SFT_SELECT, SFT_DEDUP, SFT_RENDER, SF
 REPO_TASKS: Pipeline = (
     COMMITS, COMMIT_FILTERS, COMMIT_DEDUP, TASK_CANDIDATES, EDIT_SET, SFT_RENDER, TASK_OUTPUTS,
 )
-PIPELINES: dict[str, Pipeline] = {"pretrain": PRETRAIN, "sft": SFT, "repo_tasks": REPO_TASKS}
+REPO_ENVS: Pipeline = (ENV_DISCOVER, ENV_VERIFY, TASK_VALIDATE)
+PIPELINES: dict[str, Pipeline] = {
+    "pretrain": PRETRAIN, "sft": SFT, "repo-tasks": REPO_TASKS, "repo-envs": REPO_ENVS,
+}
 
 
 def pipeline_of(recipe: Any) -> Pipeline:
-    """The pipeline a recipe runs: SFT when it ingests traces, repository tasks when it mines
-    commits, else pretraining."""
+    """The pipeline a recipe runs: environments when it discovers them, SFT when it ingests
+    traces, repository tasks when it mines commits, else pretraining."""
+    if recipe.stages.env_discover is not None:
+        return REPO_ENVS
     if recipe.stages.sft_ingest is not None:
         return SFT
     return REPO_TASKS if recipe.stages.commits is not None else PRETRAIN

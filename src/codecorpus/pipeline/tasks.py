@@ -263,7 +263,7 @@ def apply_own_task(
     return finish_shard(ctx, shard, result, stats)
 
 
-# --- issue 5 (near-dup): streaming reduce and scatter-with-side phases -------------------
+# --- streaming reduce and scatter-with-side phases -------------------
 
 
 def stream_reduce_task(
@@ -318,7 +318,7 @@ def apply_sides_task(
     return finish_shard(ctx, shard, result, stats)
 
 
-# --- end issue 5 block ---------------------------------------------------------------------
+# --- end of the streaming phases ------------------------------------------------------------
 
 
 _TOTALS = ("rows_in", "rows_out", "bytes_in", "bytes_out", "bytes_dropped", "bytes_changed", "tokens_in", "tokens_out")

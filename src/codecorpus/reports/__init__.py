@@ -1,1 +1,1 @@
-"""The audit report: HTML with inline charts, plus long-form Parquet/CSV tables (issue 7)."""
+"""The audit report: HTML with inline charts, plus long-form Parquet/CSV tables."""

@@ -21,6 +21,7 @@ import pyarrow.csv as pacsv
 
 from codecorpus import schema
 from codecorpus.reports import compare as cmp
+from codecorpus.reports import envs as envrep
 from codecorpus.reports import scores as tsc
 from codecorpus.reports import tables as tb
 from codecorpus.reports import tasks as tasks_report
@@ -51,7 +52,7 @@ def write_tables(root: Path, tables: dict[str, pa.Table]) -> None:
 def write_report(root: Path | str, compare_to: Path | str | None = None) -> list[Path]:
     """Write RUN/report/ (and compare.html against ``compare_to``); returns the pages written."""
     data = tb.load_run(root)
-    tables = {**tb.build_tables(data), **tasks_report.build_tables(data)}
+    tables = {**tb.build_tables(data), **tasks_report.build_tables(data), **envrep.tables(data.stats)}
     pages = [data.run.report_index]
     _remove_compare(data.run)  # a comparison of an older state of this run must not survive
     if compare_to is not None:
@@ -78,6 +79,7 @@ def render_index(data: tb.RunData, t: dict[str, pa.Table]) -> str:
     page = Page(f"codecorpus report: {data.name}", f"stages: {stages}")
     funnel_section(page, rows_of(t["funnel"]), rows_of(t["skipped_entries"]))
     tasks_report.section(page, t)
+    envrep.section(page, t)
     mix_section(page, data, rows_of(t["mix_by_stage"]))
     drops_section(page, rows_of(t["drops"]))
     dedup_section(page, rows_of(t["dedup_by_lang"]), rows_of(t["cluster_sizes"]))

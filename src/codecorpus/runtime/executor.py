@@ -80,7 +80,7 @@ def init_ray(workers: int | None, address: str | None, object_store_bytes: int =
         ray.init(address=address, log_to_driver=False, runtime_env=env)
         return
     ray.init(
-        address="local",  # always a private instance: never join a cluster found in /tmp/ray (issue 5 fix)
+        address="local",  # always a private instance: never join a cluster found in /tmp/ray
         num_cpus=workers or os.cpu_count() or 1,
         object_store_memory=object_store_bytes,
         include_dashboard=False,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from codecorpus import schema
+from codecorpus import schema, stage
 
 SHA = "sha"
 PARENTS = "parents"
@@ -139,10 +139,4 @@ STAGE_COLUMNS: dict[str, pa.DataType] = {
 
 def with_column(table: pa.Table, name: str, values: pa.Array | list) -> pa.Table:
     """Add (or replace) a tasks stage column with its type from ``STAGE_COLUMNS``."""
-    typ = STAGE_COLUMNS[name]
-    arr = values if isinstance(values, pa.Array | pa.ChunkedArray) else pa.array(values, typ)
-    if arr.type != typ:
-        arr = arr.cast(typ)
-    if name in table.column_names:
-        return table.set_column(table.column_names.index(name), name, arr)
-    return table.append_column(pa.field(name, typ), arr)
+    return stage.with_column(table, name, values, types=STAGE_COLUMNS)

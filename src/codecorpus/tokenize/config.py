@@ -33,7 +33,7 @@ class TokenizerConfig(Model):
     )
     eos: str | None = Field(None, description="EOS token text; default: the tokenizer's own")
     train: TrainTokenizerConfig | None = None
-    # --- issue 6: cached Hugging Face names and added special tokens ---
+    # --- cached Hugging Face names and added special tokens ---
     hf_name: str | None = Field(
         None, description="a Hugging Face tokenizer already in the local HF cache (never downloaded)"
     )

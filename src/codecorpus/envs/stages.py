@@ -1,0 +1,572 @@
+"""The environment stages, declared::
+
+    env_discover (source) -> env_verify (filter) -> task_validate (sink)
+
+- ``env_discover``: one task per repository of the recipe's ``git`` or ``local`` sources (a
+  plain folder is first committed into a snapshot repository in the run directory, with
+  fixed author and dates, so the same files give the same commit). Its commits are grouped
+  by dependency-file hash (``discover.group_commits``); each group, newest first, is one row
+  with the ranked candidates read from its newest commit, each with file and line.
+- ``env_verify``: per row, the candidates run in the sandbox (``verify.verify_environment``
+  in a fresh tree); a verified version writes ``envs/<repo>@<hash>.json`` (checked against
+  the shipped schema) and a Dockerfile beside it, a failed one is a drop with its reason.
+  When the heuristics find nothing or all fail, the recipe's proposer is asked
+  (``envs/propose.py``) and its exchange is saved under ``traces/env_verify/``.
+- ``task_validate``: the SWE-bench-format task candidates of ``task_validate.tasks``, one task
+  per repository, validated with ``verify.validate_instances`` against the repository's
+  verified environment; writes ``verified/tasks.jsonl`` (FAIL_TO_PASS / PASS_TO_PASS filled)
+  and the RL manifest ``manifest.json`` (``manifests/rl.py``).
+
+Every row in is a row out or a drop with a reason; the executor does the rest (hashes,
+markers, resume, stats). Repository code runs only inside ``envs/sandbox.py``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pyarrow as pa
+
+from codecorpus import schema
+from codecorpus.envs import discover as disc
+from codecorpus.envs import propose, verify
+from codecorpus.envs import sandbox as sb
+from codecorpus.envs import spec as envspec
+from codecorpus.envs.config import EnvDiscoverConfig, EnvVerifyConfig, TaskValidateConfig
+from codecorpus.ingest import git as ingest_git
+from codecorpus.ingest.config import GitSource, LocalSource
+from codecorpus.manifests.rl import build_manifest, write_manifest
+from codecorpus.model import RecipeError, config_hash
+from codecorpus.pipeline import tasks
+from codecorpus.pipeline.spec import Job, StageRun, StageSpec
+from codecorpus.pipeline.user import source_digest
+from codecorpus.stage import MapResult
+from codecorpus.storage.atomic import atomic_write_bytes
+
+UNREADABLE_REPOSITORY = "unreadable_repository"
+OVER_MAX_VERSIONS = "over_max_versions"
+UNKNOWN_REPOSITORY = "unknown_repository"
+BAD_TASK_RECORD = "bad_task_record"
+BASE_COMMIT_MISSING = "base_commit_missing"
+SNAPSHOT_DATE = "1980-01-01T00:00:00Z"
+ENVS_DIR, TRACES_DIR, VERIFIED_DIR = "envs", "traces/env_verify", "verified"
+VERIFIED_TASKS = f"{VERIFIED_DIR}/tasks.jsonl"
+_GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "GIT_AUTHOR_NAME": "codecorpus",
+            "GIT_AUTHOR_EMAIL": "codecorpus@localhost", "GIT_COMMITTER_NAME": "codecorpus",
+            "GIT_COMMITTER_EMAIL": "codecorpus@localhost", "GIT_AUTHOR_DATE": SNAPSHOT_DATE,
+            "GIT_COMMITTER_DATE": SNAPSHOT_DATE}
+
+VERSION_SCHEMA = pa.schema([
+    pa.field(schema.ID, pa.string()), pa.field(schema.SOURCE, pa.string()),
+    pa.field(schema.REPO, pa.string()), pa.field(schema.PATH, pa.string()),
+    pa.field(schema.LANG, pa.string()), pa.field(schema.BYTES, pa.int64()),
+    pa.field("git_dir", pa.string()), pa.field("revision", pa.string()),
+    pa.field("commits", pa.list_(pa.string())), pa.field("dependency_hash", pa.string()),
+    pa.field("dependency_files", pa.list_(pa.string())), pa.field("candidates", pa.string()),
+])
+ENV_COLUMNS = [pa.field("env_file", pa.string()), pa.field("verification", pa.string()),
+               pa.field("cpu_seconds", pa.float64())]
+TASK_SCHEMA = pa.schema([
+    pa.field(schema.ID, pa.string()), pa.field(schema.SOURCE, pa.string()),
+    pa.field(schema.REPO, pa.string()), pa.field(schema.PATH, pa.string()),
+    pa.field(schema.LANG, pa.string()), pa.field(schema.BYTES, pa.int64()),
+    pa.field("env_file", pa.string()), pa.field("instance", pa.string()),
+    pa.field("cpu_seconds", pa.float64()),
+])
+
+
+# ---------------------------------------------------------------- repositories
+
+
+@dataclass(frozen=True)
+class RepoRef:
+    """One repository of the recipe's sources: a git repository, or a plain folder to snapshot."""
+
+    source: str
+    name: str
+    location: str
+    kind: str  # "git" | "folder"
+    revision: str = "HEAD"
+    problem: str = ""
+
+
+def _git_refs(src: GitSource) -> list[RepoRef]:
+    form = ingest_git.source_form(src)
+    if form == "repository":
+        return [RepoRef(src.name, ingest_git.repo_name(src), ingest_git.resolve_gitdir(src), "git", src.revision)]
+    found = (ingest_git.find_repositories(Path(src.path)) if form == "folder"
+             else ingest_git.listed_repositories(Path(src.path)))
+    refs = []
+    for f in ingest_git.name_repositories(list(found)):
+        location = f.location
+        if not f.problem and ingest_git.is_url(location):
+            location = ingest_git.resolve_gitdir(src.model_copy(update={"path": location}))
+        refs.append(RepoRef(src.name, f.name, location, "git", src.revision,
+                            f"{f.problem[0]}: {f.problem[1]}" if f.problem else ""))
+    return refs
+
+
+def _local_refs(src: LocalSource) -> list[RepoRef]:
+    root = Path(src.path)
+    one = src.layout == "repo" or (src.layout == "auto" and (
+        (root / ".git").exists() or any(p.is_file() for p in root.iterdir())))
+    dirs = [root] if one else sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    return [RepoRef(src.name, d.name, str(d), "git" if (d / ".git").exists() else "folder")
+            for d in dirs]
+
+
+def repositories(recipe: Any) -> list[RepoRef]:
+    """Every repository of the recipe's sources, in source order then by name."""
+    refs: list[RepoRef] = []
+    for src in recipe.sources:
+        refs += _git_refs(src) if isinstance(src, GitSource) else _local_refs(src)
+    return refs
+
+
+def _folder_digest(root: Path) -> str:
+    h = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and ".git" not in p.parts):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def _fingerprint(ref: RepoRef) -> list[str]:
+    if ref.problem:
+        return [ref.name, ref.problem]
+    if ref.kind == "folder":
+        return [ref.name, _folder_digest(Path(ref.location))]
+    proc = _git(Path(ref.location), "rev-parse", "--verify", "-q", f"{ref.revision}^{{commit}}")
+    return [ref.name, proc.stdout.decode().strip() or "unresolved"]
+
+
+def plan_repositories(recipe: Any) -> tuple[list[RepoRef], str]:
+    """One shard per repository, and the plan's hash (each repository's resolved revision)."""
+    refs = repositories(recipe)
+    return refs, config_hash([_fingerprint(r) for r in refs])
+
+
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-c", "safe.directory=*", "-C", str(repo), *args], capture_output=True,
+                          env={**os.environ, **_GIT_ENV}, timeout=600, check=False)
+
+
+def snapshot(folder: Path, dest: Path) -> Path:
+    """A one-commit git repository of a plain folder's files (fixed author and dates: the same
+    files give the same commit id), made once under ``dest``."""
+    if (dest / ".git" / "codecorpus-snapshot").is_file():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    shutil.copytree(folder, tmp, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".git"))
+    for args in (("init", "-q"), ("add", "-A"), ("commit", "-q", "--no-verify", "-m", "snapshot")):
+        proc = _git(tmp, *args)
+        if proc.returncode != 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise ValueError(f"git {args[0]} in a snapshot of {folder}: {proc.stderr.decode()[:300]}")
+    (tmp / ".git" / "codecorpus-snapshot").write_text(str(folder))
+    shutil.rmtree(dest, ignore_errors=True)
+    os.rename(tmp, dest)
+    return dest
+
+
+def _safe(name: str) -> str:
+    return envspec.spec_name(name, "0" * 12).rsplit("@", 1)[0]
+
+
+# ---------------------------------------------------------------- env_discover
+
+
+def _candidates_json(found: disc.Discovery) -> str:
+    return json.dumps({"toolchains": list(found.toolchains), "notes": list(found.notes),
+                       "installs": [asdict(c) for c in found.installs],
+                       "tests": [asdict(c) for c in found.tests]}, sort_keys=True)
+
+
+def discovery_of(row: dict[str, Any]) -> disc.Discovery:
+    """The Discovery a version row carries (its candidates, in rank order)."""
+    data = json.loads(row["candidates"])
+
+    def cands(key: str) -> tuple[disc.Candidate, ...]:
+        return tuple(disc.Candidate(**{**c, "commands": tuple(c["commands"])}) for c in data[key])
+
+    return disc.Discovery(tuple(data["toolchains"]), cands("installs"), cands("tests"),
+                          tuple(row["dependency_files"]), row["dependency_hash"], tuple(data["notes"]))
+
+
+def _tree_bytes(tree: Path) -> int:
+    return sum(p.stat().st_size for p in tree.rglob("*") if p.is_file() and ".git" not in p.parts)
+
+
+def _versions(ref: RepoRef, gitdir: Path, cfg: EnvDiscoverConfig) -> tuple[list[dict], list[dict]]:
+    """Version rows (newest dependency group first) and the groups past ``max_versions``."""
+    listed = _git(gitdir, "rev-list", f"--max-count={cfg.max_commits}", ref.revision, "--")
+    if listed.returncode != 0:
+        raise ValueError(f"git rev-list {ref.revision}: {listed.stderr.decode()[:300]}")
+    groups = disc.group_commits(gitdir, listed.stdout.decode().split())
+    kept, over = [], []
+    for i, (dep_hash, commits) in enumerate(groups.items()):
+        row = {schema.ID: f"{ref.name}@{dep_hash[:12]}", schema.SOURCE: ref.source, schema.REPO: ref.name,
+               schema.PATH: commits[0], schema.LANG: schema.UNKNOWN, schema.BYTES: 0,
+               "git_dir": str(gitdir), "revision": commits[0], "commits": commits,
+               "dependency_hash": dep_hash, "dependency_files": [], "candidates": ""}
+        if i >= cfg.max_versions:
+            over.append(row)
+            continue
+        with tempfile.TemporaryDirectory(prefix="discover-") as tmp:
+            tree = Path(tmp) / "tree"
+            verify.fresh_tree(gitdir, commits[0], tree)
+            found = disc.discover(tree)
+            row[schema.BYTES] = _tree_bytes(tree)
+        row.update(dependency_files=list(found.dependency_files), candidates=_candidates_json(found))
+        row[schema.LANG] = found.toolchains[0] if found.toolchains else schema.UNKNOWN
+        kept.append(row)
+    return kept, over
+
+
+def discover_task(ctx: tasks.TaskContext, shard: int, ref: RepoRef, cfg: EnvDiscoverConfig) -> dict:
+    """One repository -> one row per dependency version (its ranked candidates)."""
+    t0 = time.perf_counter()
+    problem_row = {schema.ID: ref.name, schema.SOURCE: ref.source, schema.REPO: ref.name,
+                   schema.PATH: "", schema.LANG: schema.UNKNOWN, schema.BYTES: 0}
+    kept, over, bad = [], [], []
+    try:
+        if ref.problem:
+            raise ValueError(ref.problem)
+        gitdir = Path(ref.location)
+        if ref.kind == "folder":
+            gitdir = snapshot(gitdir, ctx.run.stage_dir(ctx.stage) / "repos" / _safe(ref.name))
+        kept, over = _versions(ref, gitdir, cfg)
+    except (OSError, ValueError, subprocess.SubprocessError) as err:
+        bad = [(problem_row, str(err)[:500])]
+    table = pa.Table.from_pylist(kept, schema=VERSION_SCHEMA)
+    drops = [schema.drops_from_rows(pa.Table.from_pylist(over, schema=VERSION_SCHEMA), ctx.stage, OVER_MAX_VERSIONS)]
+    if bad:
+        rows = pa.Table.from_pylist([bad[0][0]], schema=VERSION_SCHEMA)
+        drops.append(schema.drops_from_rows(rows, ctx.stage, UNREADABLE_REPOSITORY, detail=[bad[0][1]]))
+    n_candidates = sum(len(found.installs) + len(found.tests) for found in map(discovery_of, kept))
+    result = MapResult(table, pa.concat_tables(drops), Counter(
+        {"repositories": 1, "candidates": n_candidates}))
+    rows_in = len(kept) + len(over) + len(bad)
+    bytes_in = sum(r[schema.BYTES] for r in kept)  # the versions' trees, as measured on export
+    stats = tasks.result_stats(rows_in, bytes_in, 0, {}, result, time.perf_counter() - t0)
+    return tasks.finish_shard(ctx, shard, result, stats)
+
+
+def discover_jobs(run: StageRun) -> list[Job]:
+    return [Job(schema.shard_name(i), discover_task, (run.task, i, ref, run.cfg), (ref.location,))
+            for i, ref in enumerate(run.shards)]
+
+
+# ---------------------------------------------------------------- env_verify
+
+
+def verify_config(cfg: EnvVerifyConfig, run_root: Path) -> verify.VerifyConfig:
+    """The sandbox settings of ``verify``: the cache defaults to RUN/env_cache."""
+    return verify.VerifyConfig(sandbox=cfg.sandbox, install_limits=cfg.install_limits,
+                               cache_dir=cfg.cache_dir or str(run_root / "env_cache"), runs=cfg.runs,
+                               max_installs=cfg.max_installs, max_tests=cfg.max_tests)
+
+
+def _failures(env: verify.Verification) -> list[dict[str, Any]]:
+    return [{"phase": s.phase, "command": s.command, "exit_code": s.exit_code, "violation": s.violation,
+             "output_tail": s.output_tail[-1000:]} for s in env.steps if s.exit_code != 0 or s.violation]
+
+
+def _record(env: verify.Verification) -> str:
+    """The verification without its steps: what ``task_validate`` needs to rebuild it."""
+    data = asdict(env)
+    data.pop("steps")
+    return json.dumps(data, sort_keys=True)
+
+
+def verification_of(text: str) -> verify.Verification:
+    data = json.loads(text)
+    for key in ("install", "install_source", "test_source"):
+        data[key] = tuple(data[key])
+    return verify.Verification(**data)
+
+
+def _write_outputs(root: Path, row: dict, env: verify.Verification, cfg: EnvVerifyConfig) -> str:
+    """Write a verified version's spec (schema-checked) and Dockerfile; the spec's file name."""
+    doc = envspec.environment_spec(env, row[schema.REPO], row["revision"], cfg.sandbox,
+                                   tuple(row["dependency_files"]))
+    jsonschema.validate(doc, envspec.schema())
+    path = envspec.write_spec(doc, root / ENVS_DIR)
+    if cfg.dockerfile:
+        atomic_write_bytes(path.with_suffix(".Dockerfile"), envspec.render_dockerfile(doc).encode())
+    return path.name
+
+
+def _ask_proposer(row: dict, env: verify.Verification, found: disc.Discovery, cfg: EnvVerifyConfig,
+                  vcfg: verify.VerifyConfig, root: Path) -> verify.Verification:
+    """The proposer's turn: its commands verified in a fresh tree; the exchange saved as a trace."""
+    gitdir, revision = Path(row["git_dir"]), row["revision"]
+    with tempfile.TemporaryDirectory(prefix="propose-") as tmp:
+        tree = Path(tmp) / "tree"
+        verify.fresh_tree(gitdir, revision, tree)
+        req = propose.request_for(tree, row[schema.REPO], revision, _failures(env),
+                                  [*found.installs, *found.tests])
+        proposed, messages, problem = propose.propose(cfg.proposer, cfg.proposer_config, req,
+                                                      row["dependency_hash"])
+        outcome = env if proposed is None else verify.verify_environment(tree, vcfg, proposed)
+    steps = [*env.steps, *(outcome.steps if outcome is not env else [])]
+    if proposed is None:
+        text = f"not run: {problem}"
+    else:
+        text = "verified" if outcome.verified else f"failed: {outcome.reason}"
+    trace = propose.trace_record(messages, row[schema.REPO], revision, cfg.proposer, text, proposed)
+    name = envspec.spec_name(row[schema.REPO], row["dependency_hash"]).removesuffix(".json")
+    atomic_write_bytes(root / TRACES_DIR / f"{name}.jsonl", (json.dumps(trace, sort_keys=True) + "\n").encode())
+    return replace(outcome, steps=steps)
+
+
+def verify_version(row: dict, cfg: EnvVerifyConfig, vcfg: verify.VerifyConfig, root: Path,
+                   ) -> tuple[verify.Verification, bool]:
+    """Verify one version row (heuristics first, then the proposer); whether the proposer ran."""
+    found = discovery_of(row)
+    with tempfile.TemporaryDirectory(prefix="env-") as tmp:
+        tree = Path(tmp) / "tree"
+        verify.fresh_tree(Path(row["git_dir"]), row["revision"], tree)
+        env = verify.verify_environment(tree, vcfg, found)
+    if env.verified or cfg.proposer is None:
+        return env, False
+    return _ask_proposer(row, env, found, cfg, vcfg, root), True
+
+
+def verify_table(table: pa.Table, cfg: EnvVerifyConfig, root: str) -> MapResult:
+    """Version rows -> verified environments (specs written) or drops with their reasons."""
+    vcfg = verify_config(cfg, Path(root))
+    kept, dropped, reasons, details = [], [], [], []
+    counters: Counter[str] = Counter()
+    for row in table.to_pylist():
+        env, asked = verify_version(row, cfg, vcfg, Path(root))
+        tests_ran = [s for s in env.steps if s.phase == "test"]
+        cpu = round(sum(s.cpu_seconds for s in env.steps), 3)
+        counters.update(versions=1, installed=int(bool(tests_ran)), test_runs=len(tests_ran),
+                        proposer_calls=int(asked), cpu_ms=round(cpu * 1000))
+        if env.verified:
+            lang = env.toolchain or row[schema.LANG]
+            env_file = _write_outputs(Path(root), row, env, cfg)
+            kept.append({**row, schema.LANG: lang, "env_file": env_file, "verification": _record(env),
+                         "cpu_seconds": cpu})
+        else:
+            dropped.append(row)
+            reasons.append(env.reason or verify.NO_TESTS_FOUND)
+            last = _failures(env)[-1:] or [{}]
+            details.append(json.dumps({"cpu_seconds": cpu, **last[0]}, sort_keys=True)[:2000])
+    out_schema = VERSION_SCHEMA
+    for f in ENV_COLUMNS:
+        out_schema = out_schema.append(f)
+    drops = schema.drops_from_rows(pa.Table.from_pylist(dropped, schema=VERSION_SCHEMA), "env_verify",
+                                   reasons, detail=details)
+    return MapResult(pa.Table.from_pylist(kept, schema=out_schema), drops, counters)
+
+
+def verify_fn(run: StageRun) -> functools.partial:
+    return functools.partial(verify_table, cfg=run.cfg, root=str(run.run.root))
+
+
+def verify_parts(recipe: Any) -> list[Any]:
+    """The proposer's code (its source file's digest): a changed proposer redoes verification."""
+    cfg = recipe.stages.env_verify
+    parts: list[Any] = []
+    if cfg.proposer:
+        parts.append(source_digest(propose.resolve(cfg.proposer)))
+    return parts
+
+
+def check_verify(recipe: Any) -> None:
+    cfg = recipe.stages.env_verify
+    if cfg.proposer:
+        propose.resolve(cfg.proposer)
+    if cfg.sandbox.kind == "bwrap":
+        why = sb.available()
+        if why:
+            raise RecipeError(f"stages.env_verify: the sandbox cannot run: {why}")
+
+
+# ---------------------------------------------------------------- task_validate
+
+
+def _read_tasks(path: str | None) -> tuple[list[dict], int]:
+    """The task candidates of a JSONL file, and the count of lines that are not instances."""
+    if not path:
+        return [], 0
+    rows, bad = [], 0
+    for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            bad += 1
+            continue
+        keys = ("instance_id", "repo", "base_commit", "patch", "test_patch")
+        if isinstance(row, dict) and all(isinstance(row.get(k), str) for k in keys):
+            rows.append(row)
+        else:
+            bad += 1
+    return rows, bad
+
+
+def owner_of(task_repo: str, names: list[str]) -> str | None:
+    """The repository a task's ``repo`` names: the same name, else the one name sharing its
+    last part (``owner/calc`` is ``calc``); None when there is none or several.
+
+    >>> owner_of("psf/requests", ["requests", "flask"]), owner_of("x/y", ["a/y", "b/y"])
+    ('requests', None)
+    """
+    if task_repo in names:
+        return task_repo
+    last = [n for n in names if n.rsplit("/", 1)[-1] == task_repo.rsplit("/", 1)[-1]]
+    return last[0] if len(last) == 1 else None
+
+
+def _task_row(task: dict, name: str, source: str, lang: str, env_file: str = "", cpu: float = 0.0) -> dict:
+    return {schema.ID: task.get("instance_id", ""), schema.SOURCE: source, schema.REPO: name,
+            schema.PATH: task.get("base_commit", ""), schema.LANG: lang,
+            schema.BYTES: len(task.get("patch", "")), "env_file": env_file,
+            "instance": json.dumps(task, sort_keys=True), "cpu_seconds": cpu}
+
+
+def _env_for(task: dict, envs: list[dict], gitdir: Path) -> dict:
+    """The environment of a task: the version holding its base commit, the same dependency
+    hash, or else the newest verified version."""
+    for env in envs:
+        if task["base_commit"] in env["commits"]:
+            return env
+    try:
+        dep_hash = disc.dependency_hash_at(gitdir, task["base_commit"])[1]
+    except ValueError:
+        dep_hash = ""
+    return next((e for e in envs if e["dependency_hash"] == dep_hash), envs[0])
+
+
+def _validate_repo(ref: RepoRef, own: list[dict], envs: list[dict], cfg: TaskValidateConfig,
+                   vcfg: verify.VerifyConfig) -> tuple[list[dict], list[tuple[dict, str]]]:
+    """Validated task rows, and (row, reason) drops, of one repository's candidates."""
+    lang = envs[0][schema.LANG] if envs else schema.UNKNOWN
+    if not envs:
+        return [], [(_task_row(t, ref.name, ref.source, lang), verify.NO_ENVIRONMENT) for t in own]
+    gitdir = Path(envs[0]["git_dir"])
+    ordered = sorted(own, key=lambda r: (r.get("created_at") or "", r["instance_id"]), reverse=True)
+    drops = [(_task_row(t, ref.name, ref.source, lang), verify.OVER_MAX_PER_REPO)
+             for t in ordered[cfg.max_per_repo:]]
+    kept = []
+    for task in ordered[: cfg.max_per_repo]:
+        if _git(gitdir, "cat-file", "-e", f"{task['base_commit']}^{{commit}}").returncode != 0:
+            drops.append((_task_row(task, ref.name, ref.source, lang), BASE_COMMIT_MISSING))
+            continue
+        env_row = _env_for(task, envs, gitdir)
+        env = verification_of(env_row["verification"])
+        cpu: dict[str, float] = {}
+        valid, failed = verify.validate_instances(gitdir, [task], env, vcfg, max_per_repo=1, cpu_seconds=cpu)
+        row = _task_row(task, ref.name, ref.source, env_row[schema.LANG], env_row["env_file"],
+                        cpu.get(task["instance_id"], 0.0))
+        if valid:
+            kept.append({**row, "instance": json.dumps(valid[0], sort_keys=True)})
+        else:
+            drops.append((row, failed[0][1]))
+    return kept, drops
+
+
+def validate_task_job(ctx: tasks.TaskContext, shard: int, in_stage: str, ref: RepoRef, names: list[str],
+                      cfg: TaskValidateConfig, vcfg: verify.VerifyConfig) -> dict:
+    """One repository's task candidates -> validated tasks and drops."""
+    t0 = time.perf_counter()
+    envs = tasks.read_parquet(ctx.run.part(in_stage, shard)).to_pylist()
+    candidates, _ = _read_tasks(cfg.tasks)
+    own = [t for t in candidates if owner_of(t["repo"], names) == ref.name]
+    kept, drops = _validate_repo(ref, own, envs, cfg, vcfg)
+    return _finish_tasks(ctx, shard, len(own), kept, drops, t0)
+
+
+def _finish_tasks(ctx: tasks.TaskContext, shard: int, rows_in: int, kept: list[dict],
+                  drops: list[tuple[dict, str]], t0: float) -> dict:
+    cpu = sum(r["cpu_seconds"] for r in [*kept, *(r for r, _ in drops)])
+    dropped = schema.drops_from_rows(pa.Table.from_pylist([r for r, _ in drops], schema=TASK_SCHEMA),
+                                     ctx.stage, [reason for _, reason in drops])
+    result = MapResult(pa.Table.from_pylist(kept, schema=TASK_SCHEMA), dropped,
+                       Counter({"task_candidates": rows_in, "cpu_ms": round(1000 * cpu)}))
+    bytes_in = sum(r[schema.BYTES] for r in [*kept, *(r for r, _ in drops)])  # the candidates' patches
+    stats = tasks.result_stats(rows_in, bytes_in, 0, {}, result, time.perf_counter() - t0)
+    return tasks.finish_shard(ctx, shard, result, stats)
+
+
+def unmatched_job(ctx: tasks.TaskContext, shard: int, names: list[str], cfg: TaskValidateConfig) -> dict:
+    """The candidates of no repository in the sources, and the lines that are not instances."""
+    t0 = time.perf_counter()
+    candidates, bad = _read_tasks(cfg.tasks)
+    drops = [(_task_row(t, t["repo"], "", schema.UNKNOWN), UNKNOWN_REPOSITORY) for t in candidates
+             if owner_of(t["repo"], names) is None]
+    drops += [(_task_row({"instance_id": f"line-{i}"}, "", "", schema.UNKNOWN), BAD_TASK_RECORD)
+              for i in range(bad)]
+    return _finish_tasks(ctx, shard, len(drops), [], drops, t0)
+
+
+def write_task_outputs(ctx: tasks.TaskContext, n_shards: int, root: str) -> dict:
+    """``verified/tasks.jsonl`` (SWE-bench instances, by instance_id) and the RL manifest."""
+    rows = []
+    for i in range(n_shards):
+        rows += tasks.read_parquet(ctx.run.part(ctx.stage, i)).to_pylist()
+    rows.sort(key=lambda r: r[schema.ID])
+    lines = [json.dumps({**json.loads(r["instance"]), "environment": f"{ENVS_DIR}/{r['env_file']}"},
+                        sort_keys=True) for r in rows]
+    atomic_write_bytes(Path(root) / VERIFIED_TASKS, "".join(f"{line}\n" for line in lines).encode())
+    manifest = build_manifest(Path(root), ENVS_DIR, VERIFIED_TASKS)
+    write_manifest(Path(root), manifest)
+    return {"tasks": len(lines), "environments": len(manifest["environments"])}
+
+
+def validate_phases(run: StageRun) -> list[dict[str, Any]]:
+    """One task per repository, one for candidates of no repository, then the outputs."""
+    cfg, vcfg = run.cfg, verify_config(run.recipe.stages.env_verify, run.run.root)
+    refs: list[RepoRef] = list(run.shards)
+    names = [r.name for r in refs]
+    jobs = [Job(schema.shard_name(i), validate_task_job, (run.task, i, run.upstream, ref, names, cfg, vcfg),
+                (str(run.run.part(run.upstream, i)), cfg.tasks or ""))
+            for i, ref in enumerate(refs)]
+    jobs.append(Job(schema.shard_name(len(refs)), unmatched_job,
+                    (run.task, len(refs), names, cfg), (cfg.tasks or "",)))
+    results = run.run_tasks("task_validate", jobs)
+    run.call("task_validate:outputs", write_task_outputs, run.task, len(jobs), str(run.run.root))
+    return results
+
+
+def validate_parts(recipe: Any) -> list[Any]:
+    """The task file's contents."""
+    path = recipe.stages.task_validate.tasks
+    if not path:
+        return [None]
+    try:
+        return [hashlib.sha256(Path(path).read_bytes()).hexdigest()]
+    except OSError:
+        return [f"missing:{path}"]
+
+
+def check_validate(recipe: Any) -> None:
+    path = recipe.stages.task_validate.tasks
+    if path and not Path(path).is_file():
+        raise RecipeError(f"stages.task_validate.tasks: {path} does not exist: point it at a SWE-bench-format "
+                          "JSONL (e.g. a repo-tasks run's tasks/tasks.jsonl)")
+
+
+ENV_DISCOVER = StageSpec("env_discover", "source", EnvDiscoverConfig, plan=plan_repositories,
+                         source_jobs=discover_jobs)
+ENV_VERIFY = StageSpec("env_verify", "filter", EnvVerifyConfig, map_fn=verify_fn, hash_parts=verify_parts,
+                       output_dirs=(ENVS_DIR, TRACES_DIR), check=check_verify)
+TASK_VALIDATE = StageSpec("task_validate", "sink", TaskValidateConfig, phases=validate_phases,
+                          hash_parts=validate_parts, output_dirs=(VERIFIED_DIR,),
+                          output_files=(schema.MANIFEST_NAME,), check=check_validate)

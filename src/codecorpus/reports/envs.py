@@ -1,0 +1,96 @@
+"""The environments section of the report: the yield funnel, the CPU cost, failures by reason.
+
+    repositories -> candidates -> installs -> test runs -> verified environments
+        -> task candidates -> validated tasks
+
+read from the stats of ``env_discover``, ``env_verify`` and ``task_validate`` (their
+counters and drop counts by ecosystem). A run without those stages gets no section.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from codecorpus.reports.html import Page, note, rows_of, table_html
+
+YIELD_SCHEMA = pa.schema([("step", pa.string()), ("count", pa.int64()), ("of_previous", pa.float64())])
+COST_SCHEMA = pa.schema([("per", pa.string()), ("count", pa.int64()), ("cpu_seconds", pa.float64()),
+                         ("cpu_seconds_each", pa.float64())])
+FAILURE_SCHEMA = pa.schema([("stage", pa.string()), ("reason", pa.string()), ("ecosystem", pa.string()),
+                            ("count", pa.int64())])
+ENV_STAGES = ("env_discover", "env_verify", "task_validate")
+
+
+def _counter(stats: dict[str, dict[str, Any]], stage: str, key: str) -> int:
+    return int((stats.get(stage) or {}).get("counters", {}).get(key, 0))
+
+
+def _rows_out(stats: dict[str, dict[str, Any]], stage: str) -> int:
+    return int((stats.get(stage) or {}).get("rows_out", 0))
+
+
+def yield_funnel(stats: dict[str, dict[str, Any]]) -> pa.Table:
+    """One row per funnel step; ``of_previous`` is the share of the step before it."""
+    steps = [
+        ("repositories", _counter(stats, "env_discover", "repositories")),
+        ("candidates", _counter(stats, "env_discover", "candidates")),
+        ("dependency versions", _rows_out(stats, "env_discover")),
+        ("installs", _counter(stats, "env_verify", "installed")),
+        ("test runs", _counter(stats, "env_verify", "test_runs")),
+        ("verified environments", _rows_out(stats, "env_verify")),
+        ("task candidates", _counter(stats, "task_validate", "task_candidates")),
+        ("validated tasks", _rows_out(stats, "task_validate")),
+    ]
+    rows, prev = [], None
+    for step, count in steps:
+        rows.append({"step": step, "count": count,
+                     "of_previous": round(count / prev, 4) if prev else None})
+        prev = count
+    return pa.Table.from_pylist(rows, schema=YIELD_SCHEMA)
+
+
+def costs(stats: dict[str, dict[str, Any]]) -> pa.Table:
+    """Sandboxed CPU-seconds per verified environment and per validated task."""
+    rows = []
+    for per, stage in (("verified environment", "env_verify"), ("validated task", "task_validate")):
+        cpu = _counter(stats, stage, "cpu_ms") / 1000
+        n = _rows_out(stats, stage)
+        rows.append({"per": per, "count": n, "cpu_seconds": round(cpu, 3),
+                     "cpu_seconds_each": round(cpu / n, 3) if n else None})
+    return pa.Table.from_pylist(rows, schema=COST_SCHEMA)
+
+
+def failures(stats: dict[str, dict[str, Any]]) -> pa.Table:
+    """Drops of the environment stages by reason and ecosystem (the toolchain found)."""
+    rows = [{"stage": stage, "reason": reason, "ecosystem": eco, "count": int(n)}
+            for stage in ENV_STAGES
+            for eco, reasons in sorted((stats.get(stage) or {}).get("dropped_by_lang", {}).items())
+            for reason, n in sorted(reasons.items())]
+    return pa.Table.from_pylist(rows, schema=FAILURE_SCHEMA)
+
+
+def tables(stats: dict[str, dict[str, Any]]) -> dict[str, pa.Table]:
+    """The section's tables by report file name (none for a run without environment stages)."""
+    if "env_discover" not in stats:
+        return {}
+    return {"env_yield": yield_funnel(stats), "env_costs": costs(stats), "env_failures": failures(stats)}
+
+
+def section(page: Page, t: dict[str, pa.Table]) -> None:
+    """Add the environments section when the run has one."""
+    if "env_yield" not in t:
+        return
+    page.section("environments", "Environments and verified tasks", [
+        note("Repositories to verified environments (installed and at least one test passing in every "
+             "run, in the sandbox) to validated tasks (FAIL_TO_PASS non-empty)."),
+        table_html(rows_of(t["env_yield"]), ["step", "count", "of_previous"], {"of_previous": "pct"},
+                   csv_name="env_yield"),
+        note("CPU-seconds of the sandboxed commands (installs and test runs, failures included)."),
+        table_html(rows_of(t["env_costs"]), ["per", "count", "cpu_seconds", "cpu_seconds_each"],
+                   csv_name="env_costs"),
+        note("Failures by reason and ecosystem."),
+        table_html(rows_of(t["env_failures"]), ["stage", "reason", "ecosystem", "count"],
+                   csv_name="env_failures"),
+    ])

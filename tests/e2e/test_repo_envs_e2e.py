@@ -1,0 +1,249 @@
+"""The environments pipeline end to end, through the CLI on a real local Ray.
+
+A folder of small git repositories built here: Python stdlib unittest (with a bug fixed in
+a later commit: the task), pytest (pytest bound read-only from this interpreter's
+environment, as a toolchain), Node ``node --test``, one whose tests only a proposer finds,
+and a hostile one whose test sleeps forever after trying to write outside its tree. The run
+writes verified specs, a validated task with FAIL_TO_PASS, counted drops with reasons, the
+report and an RL manifest that ``manifest verify`` accepts; the second run skips every task.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from codecorpus.envs import sandbox as sb
+from codecorpus.envs import spec as envspec
+from codecorpus.manifests.manifest import verify as verify_manifest
+
+_WHY_NOT = sb.available()
+pytestmark = pytest.mark.skipif(_WHY_NOT is not None, reason=f"no sandbox: {_WHY_NOT}")
+REPO = Path(__file__).resolve().parents[2]
+ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+       "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}
+
+CALC_BUGGY = "def add(a, b):\n    return a + b\n\n\ndef clamp(x, lo, hi):\n    return max(lo, x)\n"
+CALC_FIXED = CALC_BUGGY.replace("max(lo, x)", "max(lo, min(x, hi))")
+CALC_TEST = ("import unittest\n\nfrom calc import add{extra}\n\n\nclass CalcTest(unittest.TestCase):\n"
+             "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n{more}")
+CLAMP_TEST = "\n    def test_clamp(self):\n        self.assertEqual(clamp(5, 0, 3), 3)\n"
+
+PROPOSER = '''
+def propose(request, pattern="verify_*.py"):
+    """Finds the checks/ folder the heuristics do not look in."""
+    if "checks/verify_lib.py" not in request.listing:
+        return []
+    return [{"install": [], "toolchain": "python",
+             "test": f"python -m unittest discover -v -s checks -t . -p '{pattern}'"}]
+'''
+
+
+def git(root: Path, *args: str) -> str:
+    out = subprocess.run(["git", *args], cwd=root, env={**ENV, "HOME": str(root)}, check=True,
+                         capture_output=True, text=True)
+    return out.stdout
+
+
+def commit(root: Path, files: dict[str, str], message: str) -> str:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    if not (root / ".git").exists():
+        git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", message)
+    return git(root, "rev-parse", "HEAD").strip()
+
+
+def build_repos(root: Path, outside: Path) -> dict[str, str]:
+    """The repositories; returns the task's base commit and its patches."""
+    calc = root / "calc"
+    base = commit(calc, {"calc.py": CALC_BUGGY, "test_calc.py": CALC_TEST.format(extra="", more="")}, "base")
+    commit(calc, {"calc.py": CALC_FIXED,
+                  "test_calc.py": CALC_TEST.format(extra=", clamp", more=CLAMP_TEST)}, "fix clamp")
+    patch = git(calc, "diff", base, "HEAD", "--", "calc.py")
+    test_patch = git(calc, "diff", base, "HEAD", "--", "test_calc.py")
+    commit(root / "pyt", {"lib.py": "def double(x):\n    return 2 * x\n",
+                          "tests/test_lib.py": ("import pytest\n\nfrom lib import double\n\n\n"
+                                                "def test_double():\n    assert double(2) == 4\n\n\n"
+                                                "@pytest.mark.parametrize('x', [0, 1])\n"
+                                                "def test_many(x):\n    assert double(x) == x + x\n"),
+                          "conftest.py": "import sys, os\nsys.path.insert(0, os.path.dirname(__file__))\n"},
+           "pytest project")
+    commit(root / "greet", {"package.json": json.dumps({"name": "greet", "version": "1.0.0",
+                                                        "scripts": {"test": "node --test"}}),
+                            "index.js": "module.exports = { greet: (n) => `Hello, ${n}!` };\n",
+                            "test/greet.test.js": ("const test = require('node:test');\n"
+                                                   "const assert = require('node:assert');\n"
+                                                   "const { greet } = require('../index.js');\n"
+                                                   "test('greets', () => assert.strictEqual(greet('A'), 'Hello, A!'));\n")},
+           "node project")
+    commit(root / "odd", {"lib.py": "def one():\n    return 1\n", "checks/__init__.py": "",
+                          "checks/verify_lib.py": ("import unittest\n\nfrom lib import one\n\n\n"
+                                                   "class V(unittest.TestCase):\n    def test_one(self):\n"
+                                                   "        self.assertEqual(one(), 1)\n")}, "odd layout")
+    commit(root / "sleeper", {"test_sleep.py": (
+        "import time\nimport unittest\n\n\nclass S(unittest.TestCase):\n    def test_forever(self):\n"
+        f"        try:\n            open({str(outside / 'escaped.txt')!r}, 'w').write('out')\n"
+        "        except OSError:\n            pass\n        time.sleep(10 ** 6)\n")}, "hostile")
+    return {"base": base, "patch": patch, "test_patch": test_patch}
+
+
+def write_tasks(path: Path, t: dict[str, str]) -> None:
+    rows = [
+        {"instance_id": "calc-1", "repo": "owner/calc", "base_commit": t["base"], "patch": t["patch"],
+         "test_patch": t["test_patch"], "created_at": "2026-01-02T00:00:00Z", "problem_statement": "clamp"},
+        {"instance_id": "calc-2", "repo": "owner/calc", "base_commit": t["base"],
+         "patch": "--- a/nothere.py\n+++ b/nothere.py\n@@ -1 +1 @@\n-x\n+y\n", "test_patch": t["test_patch"],
+         "created_at": "2026-01-01T00:00:00Z", "problem_statement": "bad patch"},
+        {"instance_id": "else-1", "repo": "nobody/else", "base_commit": t["base"], "patch": "",
+         "test_patch": "", "created_at": "2026-01-01T00:00:00Z"},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + "not json\n")
+
+
+def cli(*args: str, modules: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(modules)])}
+    return subprocess.run([sys.executable, "-c", "from codecorpus.cli import app; app()", *args], env=env,
+                          capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def env_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("envs")
+    outside = root / "outside"
+    outside.mkdir()
+    patches = build_repos(root / "repos", outside)
+    write_tasks(root / "tasks.jsonl", patches)
+    modules = root / "modules"
+    modules.mkdir()
+    (modules / "my_proposer.py").write_text(PROPOSER)
+    site = sysconfig.get_paths()["purelib"]  # pytest, bound read-only like any toolchain
+    recipe = {
+        "name": "envs-e2e", "out": str(root / "run"), "workers": 2,
+        "sources": [{"type": "git", "name": "repos", "path": str(root / "repos")}],
+        "stages": {
+            "env_discover": {},
+            "env_verify": {"runs": 2, "proposer": "my_proposer:propose",
+                           "sandbox": {"limits": {"wall_seconds": 6, "cpu_seconds": 30},
+                                       "toolchain_paths": [site],
+                                       "toolchain_env": [["PYTHONPATH", site]]},
+                           "install_limits": {"wall_seconds": 120}},
+            "task_validate": {"tasks": str(root / "tasks.jsonl"), "max_per_repo": 20},
+        },
+    }
+    (root / "recipe.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
+    first = cli("run", str(root / "recipe.yaml"), "--quiet", modules=modules)
+    assert first.returncode == 0, first.stdout + first.stderr
+    snapshot = {p: p.read_bytes() for p in (root / "run").glob("envs/*")} | {
+        root / "run" / "manifest.json": (root / "run" / "manifest.json").read_bytes()}
+    second = cli("run", str(root / "recipe.yaml"), modules=modules)
+    assert second.returncode == 0, second.stdout + second.stderr
+    return {"root": root, "run": root / "run", "outside": outside, "second": second.stdout + second.stderr,
+            "snapshot": snapshot}
+
+
+def stats(run: Path, stage: str) -> dict:
+    return json.loads((run / stage / "_stats.json").read_text())
+
+
+def dropped(run: Path, stage: str) -> dict[str, str]:
+    import pyarrow.parquet as pq
+
+    rows = []
+    for p in sorted((run / stage / "_dropped").glob("*.parquet")):
+        rows += pq.read_table(p).to_pylist()
+    return {r["id"]: r["reason"] for r in rows}
+
+
+def test_verified_specs_for_each_ecosystem(env_run):
+    run = env_run["run"]
+    specs = {json.loads(p.read_text())["repo"]: json.loads(p.read_text()) for p in run.glob("envs/*.json")}
+    want = {"calc", "pyt", "odd"} | ({"greet"} if shutil.which("node") else set())
+    assert set(specs) == want
+    for doc in specs.values():
+        jsonschema.validate(doc, envspec.schema())
+        assert doc["sandbox"] == "bwrap" and doc["tests"]["passed"] >= 1
+        assert (run / "envs" / f"{envspec.spec_name(doc['repo'], doc['dependency_hash'])[:-5]}.Dockerfile").is_file()
+    assert specs["calc"]["test"]["parser"] == "unittest"
+    assert specs["pyt"]["test"]["parser"] in ("junit", "pytest") and specs["pyt"]["tests"]["passed"] == 3
+    assert specs["odd"]["provenance"]["test"]["file"] == "proposer:my_proposer:propose"
+    if "greet" in specs:
+        assert specs["greet"]["test"]["parser"] == "tap"
+
+
+def test_hostile_repository_is_a_counted_drop(env_run):
+    run = env_run["run"]
+    s = stats(run, "env_verify")
+    drops = dropped(run, "env_verify")
+    assert [k for k in drops if k.startswith("sleeper@")] and drops[next(k for k in drops if k.startswith("sleeper@"))] == "timeout"
+    assert s["rows_in"] == s["rows_out"] + sum(s["dropped"].values())
+    assert not (env_run["outside"] / "escaped.txt").exists()  # nothing outside the sandbox changed
+    assert s["counters"]["proposer_calls"] == 2  # odd (verified by its proposal) and sleeper (none)
+
+
+def test_validated_task_has_fail_to_pass(env_run):
+    run = env_run["run"]
+    lines = (run / "verified" / "tasks.jsonl").read_text().splitlines()
+    tasks = [json.loads(line) for line in lines]
+    assert [t["instance_id"] for t in tasks] == ["calc-1"]
+    assert json.loads(tasks[0]["FAIL_TO_PASS"]) == ["test_calc.CalcTest.test_clamp"]
+    assert json.loads(tasks[0]["PASS_TO_PASS"]) == ["test_calc.CalcTest.test_add"]
+    assert tasks[0]["environment"].startswith("envs/calc@")
+    s = stats(run, "task_validate")
+    assert s["rows_in"] == 4 and s["rows_out"] == 1
+    assert s["dropped"] == {"patch_does_not_apply": 1, "unknown_repository": 1, "bad_task_record": 1}
+
+
+def test_proposer_transcripts_are_chat_traces(env_run):
+    traces = sorted((env_run["run"] / "traces" / "env_verify").glob("*.jsonl"))
+    assert [p.name.split("@")[0] for p in traces] == ["odd", "sleeper"]
+    odd = json.loads(traces[0].read_text())
+    assert [m["role"] for m in odd["messages"]] == ["system", "user", "assistant", "user"]
+    assert "checks/verify_lib.py" in odd["messages"][1]["content"]
+    assert odd["metadata"]["outcome"] == "verified"
+    assert json.loads(traces[1].read_text())["metadata"]["outcome"].startswith("not run")
+
+
+def test_report_funnel_and_costs(env_run):
+    import pyarrow.parquet as pq
+
+    report = env_run["run"] / "report"
+    funnel = {r["step"]: r["count"] for r in pq.read_table(report / "env_yield.parquet").to_pylist()}
+    assert funnel["repositories"] == 5 and funnel["validated tasks"] == 1
+    assert funnel["verified environments"] == (4 if shutil.which("node") else 3)
+    costs = {r["per"]: r for r in pq.read_table(report / "env_costs.parquet").to_pylist()}
+    assert costs["validated task"]["cpu_seconds_each"] > 0
+    failures = pq.read_table(report / "env_failures.parquet").to_pylist()
+    assert {"stage": "env_verify", "reason": "timeout", "ecosystem": "python", "count": 1} in failures
+    assert "Environments and verified tasks" in (report / "index.html").read_text()
+
+
+def test_manifest_verifies_and_catches_a_changed_spec(env_run, tmp_path):
+    run = env_run["run"]
+    assert verify_manifest(run) == []
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("env_cache", "env_discover"))
+    spec = next(copy.glob("envs/*.json"))
+    spec.write_text(spec.read_text().replace('"bwrap"', '"none"'))
+    problems = verify_manifest(copy)
+    assert any(spec.name in p and "sha256" in p for p in problems)
+
+
+def test_resume_skips_everything(env_run):
+    assert "resumed: " in env_run["second"]
+    total = env_run["second"].split("resumed: ", 1)[1].split(" shards")[0]
+    done, _, of = total.partition(" of ")
+    assert done == of
+    for path, data in env_run["snapshot"].items():
+        assert path.read_bytes() == data
