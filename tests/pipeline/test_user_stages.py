@@ -196,19 +196,54 @@ def test_bad_use_fails_before_any_work(stage_modules, stage, message):
     assert not run.exists()  # not even the resolved recipe: nothing was planned or written
 
 
-def test_datatrove_filter_missing_its_own_dependency_fails_before_any_work(stage_modules):
+def test_datatrove_filter_missing_its_own_dependency_fails_before_any_work(stage_modules, monkeypatch):
+    """GopherRepetitionFilter's English word tokenizer needs spaCy: without it (simulated by
+    hiding the module), the recipe fails before any work and names the missing package."""
     pytest.importorskip("datatrove")
-    try:
-        import spacy  # noqa: F401
-    except ImportError:
-        pass
-    else:
-        pytest.skip("spaCy is installed: GopherRepetitionFilter's English tokenizer would work")
+    from datatrove.utils import _import_utils
+
+    _import_utils._is_package_available.cache_clear()  # datatrove caches what it found installed
+    monkeypatch.setitem(sys.modules, "spacy", None)  # `import spacy` now raises ImportError
     data = fixture_recipe(write_repos(stage_modules / "corpus"))
     data["stages"]["gopher"] = {"use": "datatrove.pipeline.filters:GopherRepetitionFilter", "kind": "filter",
                                 "after": "filters", "config": {"language": "eng"}}
     with pytest.raises(RecipeError, match=r"stages.gopher: .*GopherRepetitionFilter cannot run here: .*spacy"):
         Executor(load_recipe_data(data), stage_modules / "run", quiet=True).run_pipeline()
+
+
+REPEATED_PROSE_MD = "# Release notes\n\n" + "The build now passes on every supported platform.\n\n" * 12
+
+
+def test_gopher_repetition_filter_runs_from_a_recipe(tmp_path):
+    """datatrove's GopherRepetitionFilter, named as the issue's recipe names it, on real files:
+    the document whose lines repeat is dropped with the filter's own reason, the rest stay."""
+    pytest.importorskip("datatrove")
+    pytest.importorskip("spacy")
+    from datatrove.utils import _import_utils
+
+    from codecorpus.reports.build import write_report
+
+    _import_utils._is_package_available.cache_clear()  # a test before may have hidden spaCy
+
+    root = write_repos(tmp_path / "corpus")
+    (root / "repo-b" / "RELEASE.md").write_text(REPEATED_PROSE_MD)
+    data = fixture_recipe(root)
+    data["stages"]["gopher_rep"] = {"use": "datatrove.pipeline.filters:GopherRepetitionFilter",
+                                    "kind": "filter", "after": "filters",
+                                # the line rule alone: Gopher's n-gram and paragraph rules are for prose
+                                "config": {"dup_line_frac": 0.3, "dup_para_frac": 1.0, "dup_para_char_frac": 1.0,
+                                           "dup_line_char_frac": 1.0, "top_n_grams": [], "dup_n_grams": []}}
+    run = tmp_path / "run"
+    Executor(load_recipe_data(data), run, quiet=True).run_pipeline(until="gopher_rep")
+    dropped = {(d["path"], d["reason"]) for d in drops(run, "gopher_rep")}
+    assert dropped == {("RELEASE.md", "GopherRepetitionFilter:dup_line_frac")}
+    s = stats(run, "gopher_rep")
+    assert s["rows_in"] == s["rows_out"] + sum(s["dropped"].values()) == stats(run, "filters")["rows_out"]
+    assert s["rows_out"] > 0
+    write_report(run)
+    table = pq.read_table(schema.RunPaths(run).report_table("drops", ".parquet")).to_pylist()
+    assert any(r["stage"] == "gopher_rep" and r["reason"] == "GopherRepetitionFilter:dup_line_frac"
+               for r in table)
 
 
 @pytest.mark.parametrize(("stage", "message"), [
