@@ -26,12 +26,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import tomllib
 import yaml
-
-try:
-    import tomllib
-except ImportError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
 
 CI, MANIFEST, CONVENTION = 0, 1, 2
 JUNIT_DIR = ".codecorpus-reports"
