@@ -158,8 +158,7 @@ def plan_repositories(recipe: Any) -> tuple[list[RepoRef], str]:
 
 
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", "-c", "safe.directory=*", "-C", str(repo), *args], capture_output=True,
-                          env={**os.environ, **_GIT_ENV}, timeout=600, check=False)
+    return verify.run_git(repo, *args, env=_GIT_ENV)
 
 
 def snapshot(folder: Path, dest: Path) -> Path:

@@ -365,17 +365,20 @@ def environment_dir(cfg: VerifyConfig, env: Verification) -> Path | None:
 # ---------------------------------------------------------------- tasks
 
 
-def _git(repo: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0"}
+def run_git(repo: Path, *args: str, stdin: bytes | None = None,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """git itself (never the repository's code) on a repository: no system config, no prompt."""
+    full_env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", **(env or {})}
     return subprocess.run(["git", "-c", "safe.directory=*", "-C", str(repo), *args],
-                          input=stdin, capture_output=True, env=env, timeout=600, check=False)
+                          input=stdin, capture_output=True, env=full_env, timeout=600, check=False)
+
 
 
 def fresh_tree(repo: Path, commit: str, dest: Path) -> None:
     """``dest`` holds ``commit``'s files and a one-commit git repository (build tools such as
     setuptools-scm want one); none of the repository's history or hooks come along."""
     dest.mkdir(parents=True, exist_ok=True)
-    archive = _git(repo, "archive", "--format=tar", commit)
+    archive = run_git(repo, "archive", "--format=tar", commit)
     if archive.returncode != 0:
         raise ValueError(f"git archive {commit} in {repo} failed: {archive.stderr.decode()}")
     subprocess.run(["tar", "-x", "--no-same-owner", "-C", str(dest)], input=archive.stdout,
@@ -392,7 +395,7 @@ def apply_patch(tree: Path, patch: str) -> bool:
     """``git apply`` a unified diff to a tree; False when it does not apply."""
     if not patch.strip():
         return True
-    res = _git(tree, "apply", "--whitespace=nowarn", "-", stdin=patch.encode())
+    res = run_git(tree, "apply", "--whitespace=nowarn", "-", stdin=patch.encode())
     return res.returncode == 0
 
 
