@@ -53,7 +53,7 @@ from codecorpus.pipeline import tasks
 from codecorpus.pipeline.spec import Job, StageRun, StageSpec
 from codecorpus.pipeline.user import source_digest
 from codecorpus.stage import MapResult
-from codecorpus.storage.atomic import atomic_write_bytes
+from codecorpus.storage.atomic import atomic_write_bytes, file_digests
 
 UNREADABLE_REPOSITORY = "unreadable_repository"
 OVER_MAX_VERSIONS = "over_max_versions"
@@ -547,12 +547,7 @@ def validate_phases(run: StageRun) -> list[dict[str, Any]]:
 def validate_parts(recipe: Any) -> list[Any]:
     """The task file's contents."""
     path = recipe.stages.task_validate.tasks
-    if not path:
-        return [None]
-    try:
-        return [hashlib.sha256(Path(path).read_bytes()).hexdigest()]
-    except OSError:
-        return [f"missing:{path}"]
+    return file_digests([path]) if path else [None]
 
 
 def check_validate(recipe: Any) -> None:

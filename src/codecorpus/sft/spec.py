@@ -10,8 +10,6 @@ rows_in = rows_out + dropped check); the task bodies are in ``sft/task.py``.
 from __future__ import annotations
 
 import functools
-import hashlib
-from pathlib import Path
 from typing import Any
 
 from codecorpus import schema
@@ -32,6 +30,7 @@ from codecorpus.sft.config import (
     SftValidateConfig,
 )
 from codecorpus.sft.template import choose_template
+from codecorpus.storage.atomic import file_digests
 
 
 def ingest_jobs(run: StageRun) -> list[Job]:
@@ -95,21 +94,13 @@ def plan_traces(recipe: Any) -> tuple[list[list[ingest.TraceFile]], str]:
     return shards, config_hash([ingest.plan_fingerprint(s) for s in shards])
 
 
-def _file_digests(paths: tuple[str, ...] | list[str]) -> list[str]:
-    out = []
-    for p in paths:
-        try:
-            out.append(hashlib.sha256(Path(p).read_bytes()).hexdigest())
-        except OSError:
-            out.append(f"missing:{p}")
-    return out
 
 
 def select_parts(recipe: Any) -> list[Any]:
     """The task-id files' and benchmark files' contents."""
     cfg = recipe.stages.sft_select
     bench = decontam.benchmark_fingerprint(cfg.decontam) if cfg.decontam is not None else None
-    return [_file_digests(cfg.decontam_task_ids), bench]
+    return [file_digests(cfg.decontam_task_ids), bench]
 
 
 def dedup_parts(recipe: Any) -> list[Any]:

@@ -118,3 +118,15 @@ def sha256_file(path: Path | str) -> str:
         while chunk := f.read(_HASH_CHUNK):
             h.update(chunk)
     return h.hexdigest()
+
+
+def file_digests(paths: tuple[str, ...] | list[str]) -> list[str]:
+    """Each file's sha256 (``missing:PATH`` for one that is not there): what a stage's hash
+    takes from the files its config names."""
+    out = []
+    for p in paths:
+        try:
+            out.append(sha256_file(p))
+        except OSError:
+            out.append(f"missing:{p}")
+    return out
