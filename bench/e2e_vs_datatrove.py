@@ -1,12 +1,15 @@
 """Whole pipeline against datatrove: same files, same 2 cores, equivalent steps, one run.
 
-    python bench/e2e_vs_datatrove.py [--small] [--workers 2] [--langid both|full|light]
+    python bench/e2e_vs_datatrove.py [--small] [--scale N] [--workers 2] [--langid both|full|light]
                                      [--no-datatrove] [--no-profile] [--keep DIR]
 
 Corpus: the quickstart corpus, i.e. ``pipelines/quickstart.yaml``'s ``python-env``
 source (the standard library and 15 installed distributions, ~95 MB planned).
 ``--small`` takes the same source without the standard library, numpy and pyarrow
-(~12 MB). Both sides get exactly the files codecorpus's own planner
+(~12 MB). ``--scale N`` writes N copies of those files into a folder of repositories
+(copy ``k`` renames every identifier, ``bench/corpus.py``, so dedup keeps every copy and
+both tools do N times the work) and reads that folder as a ``type: local`` source. Both
+sides get exactly the files codecorpus's own planner
 (``codecorpus.ingest.plan.plan_shards``) lists and does not skip by path.
 
 Equivalent steps, side by side:
@@ -104,6 +107,20 @@ def corpus_source(small: bool) -> dict[str, Any]:
         src["stdlib"] = False
         src["distributions"] = [d for d in src["distributions"] if d not in SMALL_EXCLUDE]
     return src
+
+
+def scaled_source(source: dict[str, Any], scale: int, root: Path) -> dict[str, Any]:
+    """``scale`` renamed copies of the source's planned files as a local folder of repositories."""
+    from corpus import base_files, build_corpus
+
+    if not root.is_dir():  # a kept work directory reuses its finished copies
+        t0 = time.perf_counter()
+        partial = root.with_name(root.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        total = build_corpus(base_files(source), scale, partial)
+        partial.rename(root)
+        print(f"wrote {scale} copies, {total / 1e6:.1f} MB, in {time.perf_counter() - t0:.1f} s", flush=True)
+    return {"type": "local", "name": "corpus", "path": str(root), "layout": "repos"}
 
 
 def bench_recipe(source: dict[str, Any], out: Path, langid: dict[str, Any]) -> dict[str, Any]:
@@ -420,6 +437,11 @@ def task_seconds(run: Path) -> dict[str, dict[str, float]]:
     return out
 
 
+def outside_tasks(run: Path, wall: float, workers: int) -> float:
+    """Wall seconds not covered by task bodies on the run's cores (start-up, planning, barriers, report)."""
+    return wall - sum(sum(p.values()) for p in task_seconds(run).values()) / workers
+
+
 def print_profile(run: Path, wall: float, workers: int) -> list[str]:
     """Print per-stage (and dedup per-phase) task seconds; return the stages, heaviest first."""
     secs = task_seconds(run)
@@ -430,7 +452,7 @@ def print_profile(run: Path, wall: float, workers: int) -> list[str]:
         detail = "  ".join(f"{k} {v:.1f}" for k, v in sorted(phases.items(), key=lambda kv: -kv[1])) \
             if len(phases) > 1 else ""
         print(f"  {stage:<10} {s:8.1f} {s / total:6.1%}   {detail}")
-    overhead = wall - total / workers
+    overhead = outside_tasks(run, wall, workers)
     print(f"  sum of task seconds {total:.1f} s = {total / workers:.1f} s on {workers} cores; wall {wall:.1f} s: "
           f"{overhead:.1f} s outside tasks (interpreter and Ray start, planning, scheduling, report)")
     return sorted(secs, key=lambda s: -sum(secs[s].values()))
@@ -504,6 +526,8 @@ def compare_kept(cc: set[str], dt: set[str]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--small", action="store_true", help="the quickstart source without stdlib, numpy, pyarrow")
+    ap.add_argument("--scale", type=int, default=0,
+                    help="N renamed copies of the corpus in a folder of repositories (0: the python-env source itself)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--langid", choices=("both", "full", "light"), default="both",
                     help="full: enry+magika+tree-sitter; light: parse_errors and magika off")
@@ -515,20 +539,26 @@ def main() -> None:
     source = corpus_source(args.small)
     tmp = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="e2e-vs-dt-"))
     tmp.mkdir(parents=True, exist_ok=True)
+    if args.scale:
+        source = scaled_source(source, args.scale, tmp / "corpus")
     variants = {"full": {}, "light": {"parse_errors": False, "magika": False}}
     chosen = ["full", "light"] if args.langid == "both" else [args.langid]
     try:
         files = planned_files(bench_recipe(source, tmp / "plan", {}))
         mb = sum(f.size for f in files) / 1e6
-        print(f"corpus: python-env {'(small) ' if args.small else ''}{len(files)} planned files, {mb:.1f} MB; "
+        scale = f" x{args.scale}" if args.scale else ""
+        print(f"corpus: python-env{scale} {'(small) ' if args.small else ''}{len(files)} planned files, {mb:.1f} MB; "
               f"{args.workers} workers; {NGRAM}-grams, {BANDS}x{ROWS} = {BANDS * ROWS} hashes; gpt2; {load_average()}")
         walls: dict[str, float] = {}
+        outside: dict[str, float] = {}
         runs: dict[str, Path] = {}
         for name in chosen:
             print(f"\n== codecorpus (langid {name}: {variants[name] or 'enry + magika + tree-sitter'}) ==", flush=True)
             walls[name], runs[name] = run_codecorpus(
                 bench_recipe(source, tmp / f"cc-{name}" / "run", variants[name]), tmp / f"cc-{name}", args.workers)
             print(f"  wall {walls[name]:.1f} s, {mb / walls[name] / args.workers:.2f} MB/s per core; {load_average()}")
+            outside[name] = outside_tasks(runs[name], walls[name], args.workers)
+            print(f"  outside tasks: {outside[name]:.1f} s of {walls[name]:.1f} s wall")
             print_counts("documents per stage:", codecorpus_counts(runs[name]))
         if not args.no_datatrove:
             print("\n== datatrove 0.10.1 ==", flush=True)
@@ -556,7 +586,8 @@ def main() -> None:
         for name, wall in walls.items():
             label = name if name == "datatrove" else f"codecorpus (langid {name})"
             ratio = f"  {walls['datatrove'] / wall:.2f}x vs datatrove" if "datatrove" in walls else ""
-            print(f"  {label:<28} {wall:7.1f} s  {mb / wall / args.workers:6.2f} MB/s per core{ratio}")
+            spent = f"  {outside[name]:5.1f} s outside tasks" if name in outside else ""
+            print(f"  {label:<28} {wall:7.1f} s  {mb / wall / args.workers:6.2f} MB/s per core{ratio}{spent}")
         if "datatrove" in walls:
             matched = "light" if "light" in walls else chosen[0]  # the steps datatrove runs too
             print(f"speedup vs datatrove: {walls['datatrove'] / walls[matched]:.2f}x")

@@ -7,10 +7,8 @@ Corpus: the quickstart's ``python-env`` source, copied into a directory tree und
 dir (one folder per repository) and read back as a ``type: local`` source. The base
 (1x) is the quickstart source without the standard library, numpy and pyarrow (~12 MB,
 ~890 files; ``--full-base`` takes the whole ~95 MB quickstart, whose 8x is too slow for
-a shared 2-core machine). Copy ``k`` of an 8x corpus renames every identifier of three or
-more characters to ``<name>_c<k>`` (deterministic): it stays real code of the same size
-and shape, but shares no identifier 5-gram with the other copies, so neither exact nor
-near dedup removes it and every stage after dedup really processes 8x the data.
+a shared 2-core machine). Copies are renamed so that dedup keeps them
+(``bench/corpus.py``): every stage after dedup really processes 8x the data.
 
 Pipeline: ``pipelines/quickstart.yaml``'s stages, tokenizer (qwen2.5) and outputs
 (short-8k with FIM, long-256k) with ``--shard-mb`` as ``ingest.shard_bytes``; run as
@@ -29,9 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import keyword
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -43,22 +39,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from corpus import base_files, build_corpus
 
 REPO = Path(__file__).resolve().parents[1]
 QUICKSTART = REPO / "pipelines" / "quickstart.yaml"
 SMALL_EXCLUDE = ("numpy", "pyarrow")
-IDENT = re.compile(rb"\b([A-Za-z_][A-Za-z0-9_]{2,})\b")
-KEYWORDS = frozenset(w.encode() for w in (
-    *keyword.kwlist, *keyword.softkwlist, "self", "cls", "True", "False", "None",
-    # C / C++ / JavaScript / shell words of the other files in the corpus
-    "int", "char", "void", "return", "const", "var", "let", "function", "class", "struct", "static",
-    "unsigned", "long", "short", "float", "double", "typedef", "enum", "union", "extern", "sizeof",
-    "switch", "case", "default", "break", "continue", "while", "for", "else", "goto", "new", "this",
-    "typeof", "instanceof", "export", "extends", "then", "done", "esac", "elif", "echo", "cdef", "cpdef",
-    "ctypedef", "include", "define", "ifdef", "ifndef", "endif", "pragma", "null", "true", "false",
-))
-
-
 # --- the corpus ------------------------------------------------------------------------------
 
 
@@ -68,40 +53,6 @@ def base_source(full: bool) -> dict[str, Any]:
         src["stdlib"] = False
         src["distributions"] = [d for d in src["distributions"] if d not in SMALL_EXCLUDE]
     return src
-
-
-def base_files(source: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """(repository, relative path, absolute path) of every file codecorpus's planner reads."""
-    from codecorpus.config import IngestConfig, load_recipe_data
-    from codecorpus.ingest.plan import plan_source
-
-    recipe = load_recipe_data({"sources": [source], "stages": {"ingest": {}}})
-    return [(u.repo, u.path, u.abspath) for u in plan_source(recipe.sources[0], IngestConfig()) if u.skip is None]
-
-
-def copy_bytes(data: bytes, copy: int) -> bytes:
-    """Copy 0 is the file itself; copy k renames identifiers (see the module docstring).
-
-    Keywords stay as they are, so a copy parses like its original (langid's tree-sitter
-    ``parse_error_frac`` and the filter on it see the same code).
-    """
-    if copy == 0:
-        return data
-    suffix = f"_c{copy}".encode()
-    return IDENT.sub(lambda m: m.group(1) if m.group(1) in KEYWORDS else m.group(1) + suffix, data)
-
-
-def build_corpus(files: list[tuple[str, str, str]], factor: int, root: Path) -> int:
-    """Write ``factor`` copies as repositories ``<repo>`` and ``<repo>-c<k>``; returns bytes."""
-    total = 0
-    for copy in range(factor):
-        for repo, rel, src in files:
-            dest = root / (repo if copy == 0 else f"{repo}-c{copy}") / rel
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            data = copy_bytes(Path(src).read_bytes(), copy)
-            dest.write_bytes(data)
-            total += len(data)
-    return total
 
 
 def recipe_for(corpus: Path, out: Path, shard_bytes: int) -> dict[str, Any]:

@@ -41,19 +41,22 @@ def run(
 ) -> None:
     """Run a pipeline recipe; rerunning the same command resumes it."""
     from codecorpus.pipeline.pipelines import check_stages
-    from codecorpus.runtime.executor import Executor, PipelineError, init_ray
+    from codecorpus.runtime.executor import PipelineError, start
 
     try:
         cfg = load_recipe(recipe, set_ or [])
         check_recipe_inputs(cfg)  # every named path exists: fail in a second, not after Ray starts
         check_stages(cfg)  # every stage of the user's own imports and fits its contract
         run_dir = _run_dir(out_dir or cfg.out)  # before Ray starts: workers inherit the S3 store
-        init_ray(workers or cfg.workers, ray_address)
-        result = Executor(cfg, run_dir, console=console, quiet=quiet).run_pipeline(only=only, until=until)
+        started = process_seconds()
+        executor = start(cfg, run_dir, workers, ray_address, console=console, quiet=quiet)
+        result = executor.run_pipeline(only=only, until=until)
     except (RecipeError, PipelineError) as err:
         _fail(str(err))
-    write_run_report(run_dir, quiet)
+    report_seconds = write_run_report(run_dir, quiet)
     print_summary(result)
+    if not quiet:
+        print_timing(result, started, report_seconds)
     resumed = resume_line(result)
     if resumed:
         console.print(resumed, highlight=False)
@@ -73,8 +76,11 @@ def resume_line(result) -> str | None:
     )
 
 
-def write_run_report(run_dir: Path, quiet: bool = False) -> bool:
-    """RUN/report/ of what the run holds, after the run; a failure here never loses the run."""
+def write_run_report(run_dir: Path, quiet: bool = False) -> float | None:
+    """RUN/report/ of what the run holds, after the run; a failure here never loses the run.
+
+    Returns the seconds it took, or None when it failed.
+    """
     import time
 
     from codecorpus.reports import build
@@ -87,10 +93,45 @@ def write_run_report(run_dir: Path, quiet: bool = False) -> bool:
             f"[red]report failed:[/] {type(err).__name__}: {err}; the run itself is complete: "
             f"rerun `codecorpus report {run_dir}` once fixed", highlight=False,
         )
-        return False
+        return None
+    seconds = time.perf_counter() - t0
     if not quiet:
-        console.print(f"report: {schema.RunPaths(run_dir).report_index} ({time.perf_counter() - t0:.1f} s)")
-    return True
+        console.print(f"report: {schema.RunPaths(run_dir).report_index} ({seconds:.1f} s)")
+    return seconds
+
+
+def process_seconds() -> float:
+    """Seconds since this process started (interpreter start and imports included); 0 where unknown."""
+    try:
+        start_ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    import os
+
+    return max(uptime - start_ticks / os.sysconf("SC_CLK_TCK"), 0.0)
+
+
+def print_timing(result, started: float, report_seconds: float | None) -> None:
+    """Where the wall time went: start-up, each stage's task seconds and share outside tasks, the report.
+
+    A stage's share outside tasks is its wall time less its task seconds spread over the
+    run's CPUs (scheduling, barriers waiting on the last task, reading results).
+    """
+    cpus = max(result.cpus, 1)
+    lines = [f"time on {cpus} CPUs: start {started:.1f} s, Ray {result.ray_seconds:.1f} s "
+             f"(planning {result.plan_seconds:.1f} s beside it)"]
+    for st in result.stages:
+        outside = max(st.seconds - st.task_seconds / cpus, 0.0)
+        share = outside / st.seconds if st.seconds > 0 else 0.0
+        lines.append(f"  {st.name:<16} {st.seconds:7.1f} s wall  {st.task_seconds:7.1f} task-s "
+                     f"({st.cpu_seconds:6.1f} CPU)  {share:6.1%} outside tasks")
+    stages_outside = sum(max(st.seconds - st.task_seconds / cpus, 0.0) for st in result.stages)
+    total_outside = started + result.ray_seconds + stages_outside + (report_seconds or 0.0)
+    lines.append(f"  outside tasks: {total_outside:.1f} s (start-up {started + result.ray_seconds:.1f}, "
+                 f"stages {stages_outside:.1f}, report {report_seconds or 0.0:.1f})")
+    for line in lines:
+        console.print(line, highlight=False, markup=False)
 
 
 def _run_dir(location: str) -> Path:

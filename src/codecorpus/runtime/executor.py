@@ -14,17 +14,26 @@ run. This is the only module that imports ray.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import ray
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from codecorpus import schema
 from codecorpus.config import STAGE_ORDER, Recipe, RecipeError, config_hash, recipe_to_yaml
@@ -40,6 +49,8 @@ from codecorpus.storage.mirror import ensure_local
 
 DEFAULT_OBJECT_STORE_BYTES = 512 * 1024**2
 TASK_RETRIES = 2
+TASK_TIME = "_task_seconds"
+"""The key under which a task's result carries its body's (wall, CPU) seconds back to the driver."""
 """Retries of a failed task (a crashed worker, or an exception) before the run stops."""
 
 
@@ -54,6 +65,10 @@ class StageOutcome:
     seconds: float
     skipped_tasks: int = 0
     ran_tasks: int = 0
+    task_seconds: float = 0.0
+    """Wall seconds the stage's tasks spent inside their bodies, summed over tasks (every phase)."""
+    cpu_seconds: float = 0.0
+    """CPU seconds of those task bodies (the work itself, whatever else the machine runs)."""
 
 
 @dataclass
@@ -61,6 +76,13 @@ class RunResult:
     run_dir: Path
     stages: list[StageOutcome] = field(default_factory=list)
     seconds: float = 0.0
+    plan_seconds: float = 0.0
+    ray_seconds: float = 0.0
+    cpus: int = 1
+
+    @property
+    def task_seconds(self) -> float:
+        return sum(st.task_seconds for st in self.stages)
 
 
 def init_ray(workers: int | None, address: str | None, object_store_bytes: int = DEFAULT_OBJECT_STORE_BYTES) -> None:
@@ -89,14 +111,47 @@ def init_ray(workers: int | None, address: str | None, object_store_bytes: int =
     )
 
 
+def start(recipe: Recipe, run_dir: Path, workers: int | None = None, address: str | None = None,
+          console: Console | None = None, quiet: bool = False) -> Executor:
+    """An executor whose plan is made while Ray starts, with Ray's workers warmed meanwhile.
+
+    Planning is a stat walk that needs no Ray, and Ray's start is mostly waiting on its
+    processes, so the two overlap; each worker then imports the task modules while
+    the plan finishes. The plan is the same as ``Executor.plan`` alone makes.
+    """
+    executor = Executor(recipe, run_dir, console=console, quiet=quiet)
+    with ThreadPoolExecutor(1, thread_name_prefix="codecorpus-plan") as pool:
+        planned = pool.submit(executor.plan)
+        t0 = time.perf_counter()
+        init_ray(workers or recipe.workers, address)
+        for _ in range(int(ray.cluster_resources().get("CPU", 1))):
+            _warm.remote()
+        executor.ray_seconds = time.perf_counter() - t0
+        planned.result()
+    return executor
+
+
+WARM_MODULES = ("codecorpus.pipeline.pipelines", "codecorpus.pipeline.tasks", "pyarrow.parquet")
+"""Every stage spec (and through them the task bodies), the shared task kinds, the Parquet reader."""
+
+
+@ray.remote
+def _warm() -> None:
+    """Import what every task needs, so a worker's first shard does not pay for it."""
+    for module in WARM_MODULES:
+        importlib.import_module(module)
+
+
 @ray.remote(max_retries=TASK_RETRIES, retry_exceptions=True)
 def _remote(point: str, fn: Callable[..., Any], *args: Any) -> Any:
     checkpoint(f"task:{point}")
     rss_before = memory.start_task()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     result = fn(*args)
-    if isinstance(result, dict):  # which node ran it and its peak memory: for the stats, never for outputs
+    seconds = (time.perf_counter() - t0, time.process_time() - cpu0)
+    if isinstance(result, dict):  # node, peak memory and time: for the stats and the console, never for outputs
         node = ray.get_runtime_context().get_node_id()
-        result = {**result, "node": node, "memory": memory.end_task(rss_before)}
+        result = {**result, "node": node, "memory": memory.end_task(rss_before), TASK_TIME: seconds}
     memory.release()
     return result
 
@@ -113,15 +168,20 @@ class Executor:
         self._shards: list = []
         self._hashes: dict[str, str] = {}
         self._memory: dict[str, memory.StageMemory] = {}
+        self._task_seconds: dict[str, list[float]] = {}
+        self._plan_seconds = 0.0
+        self.ray_seconds = 0.0
 
     # --- the pipeline -------------------------------------------------------------
 
     def run_pipeline(self, only: str | None = None, until: str | None = None) -> RunResult:
         selected = select_stages(list(self.specs), only, until)
-        result = RunResult(self.run.root)
+        result = RunResult(self.run.root, cpus=int(ray.cluster_resources().get("CPU", 1)))
         t0 = time.perf_counter()
         check_stages(self.recipe)  # a stage that cannot run fails before any work
-        self._plan()
+        if not self._hashes:
+            self.plan()
+        result.plan_seconds, result.ray_seconds = self._plan_seconds, self.ray_seconds
         try:  # fail before any work when the run directory cannot be written at all
             atomic_write_bytes(self.run.recipe, recipe_to_yaml(self.recipe).encode())
         except OutputWriteError as err:
@@ -130,7 +190,8 @@ class Executor:
             s0 = time.perf_counter()
             ran, skipped = self._run_stage(self.specs[name])
             stats = json.loads(ensure_local(self.run.stats(name)).read_text())
-            result.stages.append(StageOutcome(name, stats, time.perf_counter() - s0, skipped, ran))
+            wall, cpu = self._task_seconds.get(name, (0.0, 0.0))
+            result.stages.append(StageOutcome(name, stats, time.perf_counter() - s0, skipped, ran, wall, cpu))
         result.seconds = time.perf_counter() - t0
         return result
 
@@ -157,16 +218,23 @@ class Executor:
     def stage_run(self, name: str) -> _StageRun:
         """What a stage's planning code sees of this run (``pipeline/spec.py`` ``StageRun``)."""
         if not self._hashes:
-            self._plan()
+            self.plan()
         return _StageRun(self, self.specs[name])
 
-    def _plan(self) -> None:
-        """The source's shards (a stat walk, no reads) and every stage's chained hash."""
+    def plan(self) -> None:
+        """The source's shards (a stat walk, no reads) and every stage's chained hash.
+
+        Needs no Ray: the CLI runs it while Ray starts.
+        """
+        t0 = time.perf_counter()
         source = next(iter(self.specs.values()))
         if source.kind != "source":
             raise RecipeError(f"the first stage of this recipe, {source.name}, reads nothing: enable its source")
         self._shards, plan_hash = source.plan(self.recipe)
         self._hashes = stage_hashes(self.recipe, plan_hash)
+        self._plan_seconds = time.perf_counter() - t0
+
+
 
     # --- machinery ----------------------------------------------------------------
 
@@ -236,7 +304,8 @@ class Executor:
                 pending[_remote.options(name=point).remote(point, job.fn, *job.args)] = i
         skipped = len(jobs) - len(pending)
         with self._progress() as progress:
-            bar = progress.add_task(label, total=len(jobs), completed=skipped)
+            bar = progress.add_task(label, total=len(jobs), completed=skipped, rate="")
+            rate = _Rate()
             while pending:
                 done, _ = ray.wait(list(pending), num_returns=1)
                 i = pending.pop(done[0])
@@ -248,15 +317,41 @@ class Executor:
                     raise PipelineError(_task_failure(ctx.stage, jobs[i], err)) from None
                 measured = results[i].pop("memory", None) if isinstance(results[i], dict) else None
                 self._memory.setdefault(ctx.stage, memory.StageMemory()).add(label, jobs[i].name, measured)
+                if isinstance(results[i], dict):
+                    wall, cpu = results[i].pop(TASK_TIME, (0.0, 0.0))
+                    spent = self._task_seconds.setdefault(ctx.stage, [0.0, 0.0])
+                    spent[0] += wall
+                    spent[1] += cpu
+                    rate.add(results[i])
                 checkpoint(f"after:{ctx.stage}:{jobs[i].name}")
-                progress.advance(bar)
+                progress.update(bar, advance=1, rate=rate.text())
         return len(jobs) - skipped, skipped, [r for r in results if r is not None]
 
     def _progress(self) -> Progress:
         return Progress(
-            TextColumn("[bold]{task.description:<18}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("[bold]{task.description:<18}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
             console=self.console, disable=self.quiet, transient=False,
         )
+
+
+class _Rate:
+    """Throughput of one step's finished tasks (input MB/s and documents/s) since it started."""
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter()
+        self.bytes = self.docs = 0
+
+    def add(self, stats: dict[str, Any]) -> None:
+        self.bytes += int(stats.get("bytes_in", 0) or 0)
+        self.docs += int(stats.get("rows_in", stats.get("rows", 0)) or 0)
+
+    def text(self) -> str:
+        seconds = max(time.perf_counter() - self.t0, 1e-6)
+        parts = [f"{self.bytes / 1e6 / seconds:7.1f} MB/s"] if self.bytes else []
+        if self.docs:
+            parts.append(f"{self.docs / seconds:8,.0f} docs/s")
+        return "  ".join(parts)
 
 
 class _StageRun:
@@ -337,4 +432,6 @@ def select_stages(enabled: Sequence[str], only: str | None, until: str | None) -
     return list(enabled)
 
 
-__all__ = ["STAGE_ORDER", "Executor", "PipelineError", "init_ray", "pipeline_of", "select_stages", "stage_hashes"]
+__all__ = [
+    "STAGE_ORDER", "Executor", "PipelineError", "init_ray", "pipeline_of", "select_stages", "stage_hashes", "start",
+]
