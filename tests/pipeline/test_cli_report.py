@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+
 import yaml
 from typer.testing import CliRunner
 
@@ -29,3 +32,22 @@ def test_report_failure_keeps_the_run_and_report_rebuilds_it(tmp_path, ray_local
     res = CliRunner().invoke(app, ["report", str(run)])
     assert res.exit_code == 0, res.output
     assert paths.report_index.is_file() and paths.report_table("funnel", ".parquet").is_file()
+
+
+def test_run_prints_where_the_time_went(tmp_path, ray_local):
+    """Start-up, then one line per stage with its task seconds, CPU and share outside tasks."""
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump(fixture_recipe(write_repos(tmp_path / "corpus"), name="cli-timing")))
+    res = CliRunner().invoke(app, ["run", str(recipe), "--out", str(tmp_path / "run"), "--workers", "2"])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert "time on 2 CPUs: start" in text and "planning" in text
+    stages = [json.loads(p.read_text())["stage"] for p in sorted((tmp_path / "run").glob("*/_stats.json"))]
+    for stage in stages:
+        line = re.search(rf"{stage} ([\d.]+) s wall ([\d.]+) task-s \( *([\d.]+) CPU\) ([\d.]+)% outside tasks", text)
+        assert line, (stage, text[-2000:])
+        wall, task_s, _cpu, share = map(float, line.groups())
+        assert task_s > 0 and 0 <= share <= 100 and wall > 0
+    outside = re.search(r"outside tasks: ([\d.]+) s \(start-up ([\d.]+), stages ([\d.]+), report ([\d.]+)\)", text)
+    assert outside and float(outside.group(1)) >= float(outside.group(2))
+    assert "MB/s" in text and "docs/s" in text and "ETA" in text  # the progress bars' throughput columns
