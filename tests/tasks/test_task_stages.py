@@ -9,7 +9,7 @@ from collections import Counter
 
 import pyarrow as pa
 import pytest
-from tasks_repos import SQRT_FIXED, bare_clone, fork, fork_repo, project, project_repo
+from tasks_repos import SQRT_FIXED, bare_clone, fork, fork_repo, init, project, project_repo
 
 from codecorpus import schema
 from codecorpus.config import SftRenderConfig, TokenizerConfig
@@ -180,6 +180,33 @@ def test_edit_examples_render_with_loss_on_the_target_only(project_commits, targ
     trained = [t for t, m in zip(first["tokens"], first["loss_mask"], strict=True) if m]
     msgs = out.table.slice(0, 1).to_pylist()[0][schema.TRACE_MESSAGES]
     assert tok.decode(trained).startswith(msgs[-1]["content"])  # the target, then the end-of-turn marker
+
+
+def test_edit_examples_of_code_that_spells_special_tokens_are_escaped_not_dropped(tmp_path):
+    repo = init(tmp_path / "chat")
+    repo.write("chat.py", 'START, END = "<|im_start|>", "<|im_end|>"\n\n\ndef turn(role, text):\n    return START + role\n')
+    repo.commit("Add a chat turn renderer")
+    repo.write("chat.py", 'START, END = "<|im_start|>", "<|im_end|>"\n\n\ndef turn(role, text):\n'
+               '    return START + role + "\\n" + text + END  # was missing <|im_end|>\n')
+    repo.commit("Close each turn with its end marker")
+    table = commits_of(Repository("fixture", "acme/chat", str(repo.path / ".git")))
+    out = edits.run(table, EditSetConfig(target="diff"))
+    assert out.table.num_rows == 2
+    tok_cfg = TokenizerConfig(builtin="qwen2.5")
+    rendered = sft_render.run(out.table, SftRenderConfig(), tok_cfg, 32768)  # edit examples escape by default
+    assert rendered.dropped.num_rows == 0 and rendered.table.num_rows == 2
+    texts = [m["content"] for r in out.table.to_pylist() for m in r[schema.TRACE_MESSAGES]]
+    in_data = sum(t.count("<|im_start|>") + t.count("<|im_end|>") for t in texts)
+    assert rendered.counters["special_tokens_escaped"] == in_data >= 6
+    tok = load_tokenizer(tok_cfg)
+    specials = set(tok.special_tokens.values())
+    for row, trace in zip(rendered.table.to_pylist(), out.table.to_pylist(), strict=True):
+        trained = [t for t, m in zip(row["tokens"], row["loss_mask"], strict=True) if m]
+        assert [t for t in trained if t in specials] == [tok.special_tokens["<|im_end|>"]]  # the turn's own end
+        assert tok.decode(trained) == trace[schema.TRACE_MESSAGES][-1]["content"] + "<|im_end|>\n"
+        assert sum(t in specials for t in row["tokens"]) == 2 * len(trace[schema.TRACE_MESSAGES])  # template's only
+    dropping = sft_render.run(out.table, SftRenderConfig(special_tokens="drop"), tok_cfg, 32768)
+    assert dropping.dropped.column(schema.REASON).to_pylist() == ["special_token_text"] * 2
 
 
 # --- tasks.jsonl ----------------------------------------------------------------------
