@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import subprocess
+import typing
 from collections import Counter
 
 import pyarrow as pa
@@ -243,11 +244,20 @@ def test_check_instance_finds_schema_problems():
 
 
 def test_swebench_own_loader_reads_the_file(task_table, tmp_path):
-    utils = pytest.importorskip("swebench.harness.utils")  # swebench pulls docker/modal: not a dev dependency
+    """SWE-bench's harness reads tasks.jsonl: its dataset loader, its gold-predictions reader, and every
+    record has the fields and types of its ``SWEbenchInstance``."""
+    utils = pytest.importorskip("swebench.harness.utils")  # the dev extra installs it
+    instance_type = pytest.importorskip("swebench.types").SWEbenchInstance
     path = swebench.write_task_files(task_table, TaskSetConfig(), tmp_path)["train"]
-    instances = utils.load_swebench_dataset(str(path), instance_ids=None)
-    assert [i["instance_id"] for i in instances] == [json.loads(x)["instance_id"] for x in path.read_text().splitlines()]
-    assert all(json.loads(i["FAIL_TO_PASS"]) == [] for i in instances)
+    ids = [json.loads(x)["instance_id"] for x in path.read_text().splitlines()]
+    instances = utils.load_swebench_dataset(str(path), instance_ids=ids)
+    assert [i["instance_id"] for i in instances] == ids and len(ids) == 4
+    fields = typing.get_type_hints(instance_type)
+    for inst in instances:
+        assert {k: type(inst[k]) for k in fields} == fields, inst["instance_id"]
+        assert json.loads(inst["FAIL_TO_PASS"]) == [] == json.loads(inst["PASS_TO_PASS"])
+    gold = utils.get_predictions_from_file("gold", str(path), "test")
+    assert [(g["instance_id"], g["model_patch"]) for g in gold] == [(i["instance_id"], i["patch"]) for i in instances]
 
 
 def test_own_history_funnel(tmp_path):
