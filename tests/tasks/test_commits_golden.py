@@ -4,8 +4,8 @@
 per commit for before-images and licenses, field-by-field parsing of ``--raw``/``--numstat``)
 on ``build_project``'s repository, whose commits have fixed dates, so the same shas on every
 machine: renames, a binary file, a non-UTF-8 path and messages (transcoded and dropped),
-submodule bumps, a merge, a bot, vendored and lockfile changes, license changes. Two walks:
-every commit with the default caps, and tiny caps (before-images skipped for size and the
+submodule bumps, a merge, a bot, vendored and lockfile changes, license changes. Three walks:
+the first-parent chain and every commit with the default caps, and tiny caps (before-images skipped for size and the
 commit cap, records over ``max_record_bytes``). The diffs are git's (2.39's algorithm): a
 git whose diff output differs would need the file written again, by running this module:
 
@@ -28,6 +28,7 @@ __all__ = ["project", "project_repo"]  # fixtures
 
 GOLDEN = Path(__file__).with_name("data") / "commits_golden.json"
 WALKS = {
+    "first_parent": CommitsConfig(),
     "all": CommitsConfig(first_parent=False),
     "tiny_caps": CommitsConfig(first_parent=False, max_record_bytes=600, max_before_bytes=300,
                                max_before_file_bytes=200, commits_per_slice=7, batch_rows=3),

@@ -178,6 +178,8 @@ class _Slice:
         self.chain: tuple[str | None, _License | None] = (None, None)
         self.authors: dict[str, str | None] = {}  # name <email> -> the bot pattern it matches
         self.paths: dict[str, tuple[str, str | None]] = {}  # path -> (language, path exclusion)
+        self.read = 0  # commits of the slice read (rows, drops, and the pending one)
+        self.last: str | None = None  # the sha of the last of them
 
     def drop(self, sha: str, reason: str, detail: str | None = None, nbytes: int = 0, lang: str = schema.UNKNOWN) -> None:
         self.add("drop", {
@@ -241,46 +243,73 @@ def commit_id(repo: Repository, sha: str) -> str:
 
 
 def read_slice(sl: CommitSlice, cfg: CommitsConfig) -> Iterator[MapResult]:
-    """Batches (rows, drops) of one slice, in walk order; every listed commit is in exactly one."""
-    shas = slice_shas(sl, cfg)
+    """Batches (rows, drops) of one slice, in walk order; every listed commit is in exactly one.
+
+    git walks the slice itself (one process, no list of shas). Only when it fails on a commit
+    are the slice's shas listed (``git rev-list``), the culprit dropped, and the rest read from
+    the list, one git log per failure.
+    """
     with gitlog.ObjectReader(sl.repository.gitdir) as objects:
         state = _Slice(sl, cfg, objects)
-        state.counters["commits"] = len(shas)
-        pos = 0
-        while pos < len(shas):
-            pos = yield from _read_from(state, shas, pos)
+        state.counters["commits"] = sl.count
+        walk = [*walk_args(cfg), f"--skip={sl.skip}", f"--max-count={sl.count}", sl.tip]
+        shas = None
+        try:
+            yield from _read_records(state, gitlog.stream_log(state.repo.gitdir, cfg.max_record_bytes, walk=walk))
+        except gitlog.LogFailed as err:
+            shas = slice_shas(sl, cfg)
+            _drop_culprit(state, shas, err)
+        if shas is None and state.read != sl.count:  # the walk and its count disagree: go by the list
+            shas = slice_shas(sl, cfg)
+        while shas is not None and state.read < len(shas):
+            try:
+                yield from _read_records(state, gitlog.stream_log(state.repo.gitdir, cfg.max_record_bytes,
+                                                                  shas=shas[state.read :]), shas)  # fmt: skip
+            except gitlog.LogFailed as err:
+                _drop_culprit(state, shas, err)
+        if shas is not None:
+            state.counters["commits"] = len(shas)
         state.settle()
         if state.rows or state.drops or state.counters:
             yield state.batch()
 
 
-def _read_from(state: _Slice, shas: list[str], pos: int) -> Iterator[MapResult]:
-    """Read ``shas[pos:]`` with one git log, yielding full batches; on a git failure drop the
-    commit it failed on. Returns the position to go on from (``len(shas)`` when done).
+def _read_records(
+    state: _Slice, records: Iterator[bytes | gitlog.Oversized], shas: list[str] | None = None
+) -> Iterator[MapResult]:
+    """Every record of one git log into the slice state (``state.read`` counts them), yielding full
+    batches; with ``shas``, each record must be the next listed commit."""
+    for record in records:
+        sha = record.sha if isinstance(record, gitlog.Oversized) else record[:40].decode("ascii", "replace")
+        if shas is not None and (state.read >= len(shas) or sha != shas[state.read]):
+            due = shas[state.read] if state.read < len(shas) else "nothing"
+            raise gitlog.LogFailed(f"git log gave {sha} where {due} was due")  # --no-walk=unsorted keeps the order
+        _one_record(state, record)
+        state.read += 1
+        state.last = sha
+        if state.full():
+            yield state.batch()
+
+
+def _drop_culprit(state: _Slice, shas: list[str], err: gitlog.LogFailed) -> None:
+    """Drop the commit git log failed on as ``corrupt_object``; the read goes on after it.
+
+    git may die before or after writing the failing commit's header (rename detection reads blobs
+    before it): the last commit read is the culprit if it fails alone, else the next one is.
     """
-    try:
-        for record in gitlog.stream_log(state.repo.gitdir, shas[pos:], state.cfg.max_record_bytes):
-            sha = record.sha if isinstance(record, gitlog.Oversized) else record[:40].decode("ascii", "replace")
-            if pos >= len(shas) or sha != shas[pos]:  # --no-walk=unsorted keeps the order given
-                raise gitlog.LogFailed(f"git log gave {sha} where {shas[pos] if pos < len(shas) else 'nothing'} was due")
-            _one_record(state, record)
-            pos += 1
-            if state.full():
-                yield state.batch()
-    except gitlog.LogFailed as err:
-        # git may die before or after writing the failing commit's header (rename detection reads blobs
-        # before it): the last commit read is the culprit if it fails alone, else the next one is
-        if pos > 0 and _fails_alone(state, shas[pos - 1]):
-            pos -= 1
-            state.take_back()
-        state.drop(shas[pos], "corrupt_object", err.stderr[:300])
-        return pos + 1
-    return pos
+    if state.read and shas[state.read - 1] != state.last:
+        raise GitError(f"{state.repo.repo}: git log's walk and git rev-list disagree at commit {state.read}")
+    if state.read > 0 and _fails_alone(state, shas[state.read - 1]):
+        state.read -= 1
+        state.take_back()
+    state.drop(shas[state.read], "corrupt_object", err.stderr[:300])
+    state.read += 1
+    state.last = shas[state.read - 1]
 
 
 def _fails_alone(state: _Slice, sha: str) -> bool:
     try:
-        for _ in gitlog.stream_log(state.repo.gitdir, [sha], state.cfg.max_record_bytes):
+        for _ in gitlog.stream_log(state.repo.gitdir, state.cfg.max_record_bytes, shas=[sha]):
             pass
     except gitlog.LogFailed:
         return True

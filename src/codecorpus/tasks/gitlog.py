@@ -1,8 +1,10 @@
-"""One streamed ``git log`` over a list of commits, parsed record by record.
+"""One streamed ``git log`` over a slice of a walk, parsed record by record.
 
-The commits body asks git for every commit of a slice in one process::
+The commits body asks git for every commit of a slice in one process, git walking
+the history itself (or, after a failure, given the remaining commits on stdin)::
 
-    git log --no-walk=unsorted --stdin -z --raw --numstat -p -M --format=<LOG_FORMAT>
+    git log -z --raw --numstat -p -M --format=<LOG_FORMAT> <walk> --skip=S --max-count=N <tip> --
+    git log -z --raw --numstat -p -M --format=<LOG_FORMAT> --no-walk=unsorted --stdin
 
 and reads its output in 1 MiB chunks. Each commit's output starts with
 :data:`MARKER`; the bytes up to the next marker are one record: the header
@@ -45,8 +47,7 @@ ZERO_OID = "0" * 40
 
 GIT_ENV = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C"}
 LOG_ARGS = (
-    "-c", "core.quotePath=false", "-c", "log.showSignature=false", "log", "--no-walk=unsorted", "--stdin",
-    "-z", "--no-abbrev", "-M", "--raw", "--numstat", "-p", "--diff-merges=off", "--no-color", "--no-ext-diff",
+    "-c", "core.quotePath=false", "-c", "log.showSignature=false", "log", "-z", "--no-abbrev", "-M", "--raw", "--numstat", "-p", "--diff-merges=off", "--no-color", "--no-ext-diff",
     "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/", "--encoding=UTF-8", f"--format={LOG_FORMAT}",
 )  # fmt: skip
 
@@ -97,8 +98,10 @@ class Oversized:
     nbytes: int
 
 
-def git_log_args(gitdir: str) -> list[str]:
-    return ["git", f"--git-dir={gitdir}", *LOG_ARGS]
+def git_log_args(gitdir: str, walk: list[str] | None = None) -> list[str]:
+    """The git log command: over ``walk`` (revision options and revisions), else over the commits on stdin."""
+    revisions = [*walk, "--"] if walk is not None else ["--no-walk=unsorted", "--stdin"]
+    return ["git", f"--git-dir={gitdir}", *LOG_ARGS, *revisions]
 
 
 def split_records(stream: BinaryIO, max_record_bytes: int) -> Iterator[bytes | Oversized]:
@@ -250,15 +253,18 @@ class LogFailed(RuntimeError):
         self.stderr = stderr
 
 
-def stream_log(gitdir: str, shas: list[str], max_record_bytes: int) -> Iterator[bytes | Oversized]:
-    """Records of ``shas`` in order; raises :class:`LogFailed` after the last record git wrote."""
+def stream_log(
+    gitdir: str, max_record_bytes: int, *, shas: list[str] | None = None, walk: list[str] | None = None
+) -> Iterator[bytes | Oversized]:
+    """Records of ``shas`` in order, or of the commits of ``walk`` (``git log``'s revision arguments) in
+    walk order; raises :class:`LogFailed` after the last record git wrote."""
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(
-            git_log_args(gitdir), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=GIT_ENV
+            git_log_args(gitdir, walk), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=GIT_ENV
         )
         assert proc.stdin is not None and proc.stdout is not None
         try:
-            proc.stdin.write("".join(f"{s}\n" for s in shas).encode())  # git reads all of stdin first
+            proc.stdin.write("".join(f"{s}\n" for s in shas or ()).encode())  # git reads all of stdin first
             proc.stdin.close()
             yield from split_records(proc.stdout, max_record_bytes)
         finally:
