@@ -413,8 +413,7 @@ def _build_row(state: _Slice, raw: gitlog.RawCommit) -> _Row | tuple[str, str | 
         C.SHA: raw.sha, C.PARENTS: raw.parents,
         C.AUTHOR_NAME: raw.author_name.decode("utf-8", "replace"),
         C.AUTHOR_EMAIL: raw.author_email.decode("utf-8", "replace"),
-        C.AUTHOR_DATE: dt.datetime.fromtimestamp(raw.author_time, dt.timezone.utc),
-        C.COMMITTER_DATE: dt.datetime.fromtimestamp(raw.committer_time, dt.timezone.utc),
+        C.AUTHOR_DATE: raw.author_time, C.COMMITTER_DATE: raw.committer_time,  # epoch seconds: Arrow's timestamp("s")
         C.SUBJECT: subject.strip(), C.BODY: body.strip("\n"), C.MESSAGE_ENCODING: encoding,
         C.FILES: files, C.LINES_ADDED: sum(f["added"] for f in files), C.LINES_DELETED: sum(f["deleted"] for f in files),
         C.DIFF: "".join(diffs),
@@ -494,10 +493,13 @@ def _excluded_only(files: list[dict[str, Any]]) -> str | None:
 
 
 def _main_language(files: list[dict[str, Any]]) -> str:
-    lines: Counter[str] = Counter()
+    """The language with the most changed lines (+1 per file) among the code files; ties by name."""
+    lines: dict[str, int] = {}
     for f in files:
         if f["excluded"] is None:
-            lines[f["lang"]] += f["added"] + f["deleted"] + 1
+            lines[f["lang"]] = lines.get(f["lang"], 0) + f["added"] + f["deleted"] + 1
+    if len(lines) == 1:
+        return next(iter(lines))
     return min(lines, key=lambda lang: (-lines[lang], lang)) if lines else schema.UNKNOWN
 
 

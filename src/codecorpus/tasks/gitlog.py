@@ -42,7 +42,7 @@ LOG_FORMAT = "%x00%x01codecorpus-commit%x02%H%x00%P%x00%an%x00%ae%x00%at%x00%ct%
 _HEADER_END = b"\x00\x03\x00"
 _READ_CHUNK = 1 << 20
 _OVERSIZED_HEAD = 1 << 16
-_SHA = re.compile(rb"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
+_SHA_FIELD = re.compile(rb"[0-9a-f]{40}\x00")  # a record's first field
 ZERO_OID = "0" * 40
 
 GIT_ENV = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C"}
@@ -149,11 +149,12 @@ def split_records(stream: BinaryIO, max_record_bytes: int) -> Iterator[bytes | O
 
 
 def _next_marker(buf: bytearray, start: int) -> int:
-    """Position of the next marker that is followed by a sha (a genuine record start), or -1."""
+    """Position of the next marker that is followed by a sha (a genuine record start), or -1.
+    A marker too near the end of the buffer for its sha to be seen counts as genuine."""
     at = buf.find(MARKER, start)
     while at >= 0:
-        sha = bytes(buf[at + len(MARKER) : at + len(MARKER) + 41])
-        if len(sha) < 41 or _SHA.match(sha.split(b"\x00", 1)[0]):
+        sha_at = at + len(MARKER)
+        if len(buf) - sha_at < 41 or _SHA_FIELD.match(buf, sha_at):
             return at
         at = buf.find(MARKER, at + 1)
     return -1
