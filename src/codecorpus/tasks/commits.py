@@ -6,10 +6,11 @@ the walk (``git rev-list``, first-parent by default, within ``since`` /
 ``commits_per_slice`` commits (``--skip`` / ``--max-count`` of that walk), one
 task each. A slice is a few strings, so the plan is small for any history.
 
-Read (:func:`read_slice`): the slice's shas (at most ``commits_per_slice`` of
-them, 41 bytes each) and then one streamed ``git log`` over them
-(:mod:`codecorpus.tasks.gitlog`); rows come out as Arrow tables of
-``batch_rows`` rows, so a 100k-commit history is never in memory at once.
+Read (:func:`read_slice`): one streamed ``git log`` that walks the slice
+(:mod:`codecorpus.tasks.gitlog`) and one ``git cat-file --batch`` asked for the
+before-images and license files of a whole batch of rows at once; rows come out
+as Arrow tables of ``batch_rows`` rows, so a 100k-commit history is never in
+memory at once.
 Every listed commit is a row or a drop (``rows_in = rows_out + dropped``):
 
 - ``merge``, ``missing_parent`` (the boundary of a shallow clone: git shows it
@@ -152,7 +153,7 @@ class _Row:
 
     row: dict[str, Any]
     wanted: list[tuple[str, str]]
-    license: _License | None = None
+    license: _License
 
 
 class _Slice:
@@ -206,13 +207,14 @@ class _Slice:
 
     def batch(self) -> MapResult:
         """The settled rows, finished with their licenses and before-images, and the drops."""
-        _read_licenses(self, [r.license for r in self.rows if r.license is not None])
+        _read_licenses(self, [r.license for r in self.rows])
         blobs = self.objects.iter_many([oid for r in self.rows for oid, _ in r.wanted], self.cfg.max_before_file_bytes)
         rows = []
         for r in self.rows:
             answers = list(itertools.islice(blobs, len(r.wanted)))
             r.row[C.BEFORE], r.row[C.BEFORE_SKIPPED] = _before_images(self.cfg, r.wanted, answers)
-            r.row[schema.LICENSE], r.row[schema.LICENSE_METHOD] = r.license.value  # type: ignore[union-attr]
+            assert r.license.value is not None  # _read_licenses filled in every one
+            r.row[schema.LICENSE], r.row[schema.LICENSE_METHOD] = r.license.value
             rows.append(r.row)
         table = pa.Table.from_pylist(rows, schema=C.COMMIT_SCHEMA)
         dropped = pa.Table.from_pylist(self.drops, schema=schema.DROP_SCHEMA)
@@ -329,9 +331,9 @@ def _one_record(state: _Slice, record: bytes | gitlog.Oversized) -> None:
         return
     known = state.chain[1] if state.chain[0] == raw.sha else None
     reason, detail = _commit_drop(state, raw)
-    built = _build_row(state, raw) if reason is None else (reason, detail)
+    built = _build_row(state, raw, known) if reason is None else (reason, detail)
     if isinstance(built, _Row):
-        built.license = known = known or _License(raw.sha)
+        known = built.license
         state.add("row", built)
     else:
         state.drop(raw.sha, built[0] or "unparsable", built[1], len(raw.patch))
@@ -387,9 +389,9 @@ def _decode_message(raw: gitlog.RawCommit, min_evidence: int) -> tuple[str | Non
     return text, encoding or schema.UNKNOWN
 
 
-def _build_row(state: _Slice, raw: gitlog.RawCommit) -> _Row | tuple[str, str | None]:
-    """The row of a commit (before-images and license still to read), or (reason, detail) when its
-    contents decide a drop."""
+def _build_row(state: _Slice, raw: gitlog.RawCommit, known: _License | None) -> _Row | tuple[str, str | None]:
+    """The row of a commit (before-images and license still to read; ``known``: its license when the
+    chain gives it), or (reason, detail) when its contents decide a drop."""
     cfg = state.cfg
     message, encoding = _decode_message(raw, cfg.min_encoding_evidence)
     if message is None:
@@ -421,7 +423,7 @@ def _build_row(state: _Slice, raw: gitlog.RawCommit) -> _Row | tuple[str, str | 
     # before-images of the changed code files (not added, not copied, not excluded)
     wanted = [(r.old_oid, f["old_path"]) for r, f in zip(raw.files, files, strict=True)
               if f["excluded"] is None and r.old_oid != gitlog.ZERO_OID and f["status"] != "copy"]  # fmt: skip
-    return _Row(row, wanted)
+    return _Row(row, wanted, known or _License(raw.sha))
 
 
 def decode_text(data: bytes, min_evidence: int) -> str | None:
