@@ -418,6 +418,7 @@ TRACE_METADATA = "metadata"
 TRACE_READER = "reader"
 TRACE_READERS = ("jsonl", "json")  # a record per line / the whole file is one JSON value
 TRACE_FORMATS = ("openai", "sharegpt", "swe-agent")
+EDIT_TRACE_FORMAT = "edit"  # an editing example made from a commit (tasks/edits.py)
 TRACE_ROLES = ("system", "user", "assistant", "tool")
 # outcome of a trace: resolved / unresolved when the source says so (an evaluation);
 # submitted when an agent submitted a patch nobody evaluated yet; incomplete when it

@@ -5,11 +5,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import subprocess
+import typing
 from collections import Counter
 
 import pyarrow as pa
 import pytest
-from tasks_repos import SQRT_FIXED, bare_clone, fork, fork_repo, project, project_repo
+from tasks_repos import SQRT_FIXED, bare_clone, fork, fork_repo, init, project, project_repo
 
 from codecorpus import schema
 from codecorpus.config import SftRenderConfig, TokenizerConfig
@@ -182,6 +183,33 @@ def test_edit_examples_render_with_loss_on_the_target_only(project_commits, targ
     assert tok.decode(trained).startswith(msgs[-1]["content"])  # the target, then the end-of-turn marker
 
 
+def test_edit_examples_of_code_that_spells_special_tokens_are_escaped_not_dropped(tmp_path):
+    repo = init(tmp_path / "chat")
+    repo.write("chat.py", 'START, END = "<|im_start|>", "<|im_end|>"\n\n\ndef turn(role, text):\n    return START + role\n')
+    repo.commit("Add a chat turn renderer")
+    repo.write("chat.py", 'START, END = "<|im_start|>", "<|im_end|>"\n\n\ndef turn(role, text):\n'
+               '    return START + role + "\\n" + text + END  # was missing <|im_end|>\n')
+    repo.commit("Close each turn with its end marker")
+    table = commits_of(Repository("fixture", "acme/chat", str(repo.path / ".git")))
+    out = edits.run(table, EditSetConfig(target="diff"))
+    assert out.table.num_rows == 2
+    tok_cfg = TokenizerConfig(builtin="qwen2.5")
+    rendered = sft_render.run(out.table, SftRenderConfig(), tok_cfg, 32768)  # edit examples escape by default
+    assert rendered.dropped.num_rows == 0 and rendered.table.num_rows == 2
+    texts = [m["content"] for r in out.table.to_pylist() for m in r[schema.TRACE_MESSAGES]]
+    in_data = sum(t.count("<|im_start|>") + t.count("<|im_end|>") for t in texts)
+    assert rendered.counters["special_tokens_escaped"] == in_data >= 6
+    tok = load_tokenizer(tok_cfg)
+    specials = set(tok.special_tokens.values())
+    for row, trace in zip(rendered.table.to_pylist(), out.table.to_pylist(), strict=True):
+        trained = [t for t, m in zip(row["tokens"], row["loss_mask"], strict=True) if m]
+        assert [t for t in trained if t in specials] == [tok.special_tokens["<|im_end|>"]]  # the turn's own end
+        assert tok.decode(trained) == trace[schema.TRACE_MESSAGES][-1]["content"] + "<|im_end|>\n"
+        assert sum(t in specials for t in row["tokens"]) == 2 * len(trace[schema.TRACE_MESSAGES])  # template's only
+    dropping = sft_render.run(out.table, SftRenderConfig(special_tokens="drop"), tok_cfg, 32768)
+    assert dropping.dropped.column(schema.REASON).to_pylist() == ["special_token_text"] * 2
+
+
 # --- tasks.jsonl ----------------------------------------------------------------------
 
 
@@ -216,11 +244,20 @@ def test_check_instance_finds_schema_problems():
 
 
 def test_swebench_own_loader_reads_the_file(task_table, tmp_path):
-    utils = pytest.importorskip("swebench.harness.utils")  # swebench pulls docker/modal: not a dev dependency
+    """SWE-bench's harness reads tasks.jsonl: its dataset loader, its gold-predictions reader, and every
+    record has the fields and types of its ``SWEbenchInstance``."""
+    utils = pytest.importorskip("swebench.harness.utils")  # the dev extra installs it
+    instance_type = pytest.importorskip("swebench.types").SWEbenchInstance
     path = swebench.write_task_files(task_table, TaskSetConfig(), tmp_path)["train"]
-    instances = utils.load_swebench_dataset(str(path), instance_ids=None)
-    assert [i["instance_id"] for i in instances] == [json.loads(x)["instance_id"] for x in path.read_text().splitlines()]
-    assert all(json.loads(i["FAIL_TO_PASS"]) == [] for i in instances)
+    ids = [json.loads(x)["instance_id"] for x in path.read_text().splitlines()]
+    instances = utils.load_swebench_dataset(str(path), instance_ids=ids)
+    assert [i["instance_id"] for i in instances] == ids and len(ids) == 4
+    fields = typing.get_type_hints(instance_type)
+    for inst in instances:
+        assert {k: type(inst[k]) for k in fields} == fields, inst["instance_id"]
+        assert json.loads(inst["FAIL_TO_PASS"]) == [] == json.loads(inst["PASS_TO_PASS"])
+    gold = utils.get_predictions_from_file("gold", str(path), "test")
+    assert [(g["instance_id"], g["model_patch"]) for g in gold] == [(i["instance_id"], i["patch"]) for i in instances]
 
 
 def test_own_history_funnel(tmp_path):

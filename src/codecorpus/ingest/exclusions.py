@@ -100,7 +100,9 @@ def content_exclusion(text: str, generated: bool) -> tuple[str, str] | None:
     if not generated:
         return None
     head = text[:_HEAD_CHARS]
-    m = _GENERATED_MARKER.search(head)
+    # every marker holds the word "generated" (in some case): the cheap test spares most files the
+    # regex, whose case-insensitive alternatives cost ~100 us per call
+    m = _GENERATED_MARKER.search(head) if "generated" in head.lower() else None
     if m:
         return "generated", f"marker {m.group(0)[:60]!r}"
     if _looks_minified(text):

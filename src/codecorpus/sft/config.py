@@ -113,6 +113,12 @@ class SftRenderConfig(Model):
     train_on_reasoning: bool = True
     train_on_system: bool = False
     split_long: bool = Field(True, description="split traces longer than seq_len at turn boundaries")
+    special_tokens: Literal["escape", "drop"] | None = Field(
+        None,
+        description="a special-token string in the data (e.g. '<|im_start|>' in code): escape renders it as "
+        "plain text (never the special id, counted in special_tokens_escaped), drop drops the trace "
+        "(special_token_text); null: escape for edit examples, drop for conversations and agent traces",
+    )
     summary_max_chars: int = Field(2000, ge=100, description="cap of an extractive continuation summary")
 
 

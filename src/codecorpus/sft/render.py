@@ -14,8 +14,12 @@ tokens decode to exactly the trained text (no token straddles a boundary), at
 the cost of ids that may differ from tokenizing the whole text at a few part
 boundaries (those fall on template markers, where BPE rarely merges anyway).
 Special tokens in the template text (``<|im_start|>``) become their special
-ids; conversation text that contains one is rejected (``special_token_text``),
-so no trace can forge a turn.
+ids. Conversation text that contains one must never become that id (a trace
+would forge a turn), so it is either rejected (``special_token_text``) or
+*escaped* (:func:`escape_specials`): each such string in the data is replaced
+by a private-use placeholder character while the template renders, and the
+placeholder is put back as the plain string when the parts are tokenized, so it
+becomes ordinary text tokens (``<``, ``|``, ``im``, ...), as in any document.
 
 A template must be prefix-stable (rendering more messages only appends): one
 that rewrites earlier turns (e.g. strips reasoning from past turns) makes a
@@ -100,21 +104,67 @@ def special_token_in(text: str, tokenizer: Tokenizer) -> str | None:
     return found.group(0) if found else None
 
 
+PLACEHOLDER_BASE = 0xF0000
+"""The first placeholder of :func:`escape_specials`: Supplementary Private Use Area-A, code
+points that no special token spells and that text almost never holds (one that does is
+not escaped: :func:`escape_specials` returns None)."""
+
+
+@dataclass(frozen=True)
+class Escapes:
+    """How a conversation's data was escaped: the placeholder table and the occurrences replaced."""
+
+    table: dict[int, str]
+    """placeholder code point -> the special-token string it stands for (a ``str.translate`` table)"""
+    count: int
+
+    def restore(self, text: str) -> str:
+        return text.translate(self.table)
+
+
+@functools.lru_cache(maxsize=8)
+def escape_table(tokenizer: Tokenizer) -> dict[int, str]:
+    """Placeholder code point -> special-token string: the i-th special token (longest first, then by
+    text) is ``chr(PLACEHOLDER_BASE + i)``, fixed by the tokenizer alone."""
+    ordered = sorted(tokenizer.special_tokens, key=lambda t: (-len(t), t))
+    return {PLACEHOLDER_BASE + i: text for i, text in enumerate(ordered)}
+
+
+def has_placeholder(text: str, tokenizer: Tokenizer) -> bool:
+    """Whether ``text`` already holds a placeholder character (so an escape of it could not be undone)."""
+    top = PLACEHOLDER_BASE + len(tokenizer.special_tokens)
+    return any(PLACEHOLDER_BASE <= ord(c) < top for c in set(text))
+
+
+def escape_specials(text: str, tokenizer: Tokenizer) -> tuple[str, int]:
+    """``text`` with every special-token string replaced by its placeholder, and how many were."""
+    rx = _special_regex(tokenizer)
+    if rx is None:
+        return text, 0
+    code = {t: chr(c) for c, t in escape_table(tokenizer).items()}
+    return rx.subn(lambda m: code[m.group(0)], text)
+
+
 def encode_with_specials(tokenizer: Tokenizer, text: str) -> list[int]:
     """Ids of template text: special-token strings become their ids, the rest ordinary text."""
     return encode_many(tokenizer, [text])[0]
 
 
-def encode_many(tokenizer: Tokenizer, texts: list[str]) -> list[list[int]]:
+def encode_many(tokenizer: Tokenizer, texts: list[str], escapes: Escapes | None = None) -> list[list[int]]:
     """:func:`encode_with_specials` of every text, with one tokenizer call for them all.
 
     Each text (and each piece between special tokens) is still encoded on its
     own; batching only saves the per-call overhead (tiktoken starts a thread
-    pool per call), which dominated once rendering became linear.
+    pool per call), which dominated once rendering became linear. With
+    ``escapes``, placeholders in the pieces become their special-token strings
+    again and are encoded as plain text (``Tokenizer.encode_batch`` never gives
+    a special id for text).
     """
     rx = _special_regex(tokenizer)
     split = [rx.split(t) if rx is not None else [t] for t in texts]
     plain = [p for pieces in split for i, p in enumerate(pieces) if i % 2 == 0 and p]
+    if escapes is not None and escapes.table:
+        plain = [escapes.restore(p) for p in plain]
     encoded = iter(tokenizer.encode_batch(plain)) if plain else iter(())
     out: list[list[int]] = []
     for pieces in split:
@@ -274,14 +324,16 @@ def _merge(parts: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
     return merged
 
 
-def tokenize_parts(parts: list[tuple[str, bool]], ends: list[int], tokenizer: Tokenizer) -> Rendered:
+def tokenize_parts(
+    parts: list[tuple[str, bool]], ends: list[int], tokenizer: Tokenizer, escapes: Escapes | None = None
+) -> Rendered:
     """Tokens and mask of the parts; ``message_ends`` in tokens.
 
     Parts are merged with their neighbours of the same mask only within a
     message, so per-message token counts stay exact for the splitter.
     """
     merged = [_merge(parts[start:end]) for start, end in zip([0, *ends], ends, strict=False)]
-    encoded = iter(encode_many(tokenizer, [text for message in merged for text, _ in message]))
+    encoded = iter(encode_many(tokenizer, [text for message in merged for text, _ in message], escapes))
     ids: list[int] = []
     mask: list[int] = []
     message_ends: list[int] = []
@@ -296,10 +348,12 @@ def tokenize_parts(parts: list[tuple[str, bool]], ends: list[int], tokenizer: To
 
 def render_example(
     template: jinja2.Template, messages: list[dict[str, Any]], tools_json: str | None, tokenizer: Tokenizer,
-    sw: Switches, trainable_from: int = 0, path: RenderPath = "auto",
+    sw: Switches, trainable_from: int = 0, path: RenderPath = "auto", escapes: Escapes | None = None,
 ) -> Rendered:
+    """Tokens and mask of one conversation; ``escapes``: the placeholders its data holds
+    (:func:`escape_specials`), tokenized as their special-token strings in plain text."""
     tools = json.loads(tools_json) if tools_json else None
     parts, ends, used = render_parts(template, messages, tools, sw, trainable_from, path)
-    rendered = tokenize_parts(parts, ends, tokenizer)
+    rendered = tokenize_parts(parts, ends, tokenizer, escapes)
     rendered.path = used
     return rendered

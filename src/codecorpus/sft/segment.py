@@ -28,7 +28,7 @@ from typing import Any
 import jinja2
 
 from codecorpus.sft.normalize import message
-from codecorpus.sft.render import Rendered, Switches, render_example
+from codecorpus.sft.render import Escapes, Rendered, Switches, render_example
 from codecorpus.sft.select import tool_error_rate
 from codecorpus.tokenize.tokenizer import Tokenizer
 
@@ -49,6 +49,7 @@ class Unsplittable(ValueError):
 class Segmented:
     examples: list[Rendered]
     summary_source: str  # schema.SUMMARY_SOURCES: none, trace, extractive or mixed
+    escaped: int = 0  # special-token strings of the data rendered as plain text (sft_render.special_tokens)
 
 
 def blocks(messages: list[dict[str, Any]], start: int) -> list[tuple[int, int]]:
@@ -165,10 +166,11 @@ def _fit(
 
 def segment_trace(
     template: jinja2.Template, messages: list[dict[str, Any]], tools_json: str | None, tokenizer: Tokenizer,
-    sw: Switches, max_tokens: int, summary_max_chars: int, split: bool = True,
+    sw: Switches, max_tokens: int, summary_max_chars: int, split: bool = True, escapes: Escapes | None = None,
 ) -> Segmented:
-    """The examples of one trace: itself when it fits, else continuation segments."""
-    whole = render_example(template, messages, tools_json, tokenizer, sw)
+    """The examples of one trace: itself when it fits, else continuation segments (``escapes``:
+    see :func:`codecorpus.sft.render.escape_specials`)."""
+    whole = render_example(template, messages, tools_json, tokenizer, sw, escapes=escapes)
     if len(whole) <= max_tokens:
         return Segmented([whole], "none")
     if not split:
@@ -180,7 +182,7 @@ def segment_trace(
     head = messages[:h]
 
     def render_fn(msgs: list[dict[str, Any]], trainable_from: int) -> Rendered:
-        return render_example(template, msgs, tools_json, tokenizer, sw, trainable_from)
+        return render_example(template, msgs, tools_json, tokenizer, sw, trainable_from, escapes=escapes)
 
     examples: list[Rendered] = []
     sources: set[str] = set()

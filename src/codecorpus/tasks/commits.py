@@ -6,10 +6,11 @@ the walk (``git rev-list``, first-parent by default, within ``since`` /
 ``commits_per_slice`` commits (``--skip`` / ``--max-count`` of that walk), one
 task each. A slice is a few strings, so the plan is small for any history.
 
-Read (:func:`read_slice`): the slice's shas (at most ``commits_per_slice`` of
-them, 41 bytes each) and then one streamed ``git log`` over them
-(:mod:`codecorpus.tasks.gitlog`); rows come out as Arrow tables of
-``batch_rows`` rows, so a 100k-commit history is never in memory at once.
+Read (:func:`read_slice`): one streamed ``git log`` that walks the slice
+(:mod:`codecorpus.tasks.gitlog`) and one ``git cat-file --batch`` asked for the
+before-images and license files of a whole batch of rows at once; rows come out
+as Arrow tables of ``batch_rows`` rows, so a 100k-commit history is never in
+memory at once.
 Every listed commit is a row or a drop (``rows_in = rows_out + dropped``):
 
 - ``merge``, ``missing_parent`` (the boundary of a shallow clone: git shows it
@@ -33,6 +34,7 @@ leaves the first-parent chain or the previous commit touched such a file.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import re
 import subprocess
 from collections import Counter
@@ -137,8 +139,30 @@ def shallow_commits(gitdir: str) -> frozenset[str]:
 # --- one slice -------------------------------------------------------------------------
 
 
+@dataclass
+class _License:
+    """The license of ``sha``'s tree: read when its batch is finished, shared along a first-parent chain."""
+
+    sha: str
+    value: tuple[str, str] | None = None
+
+
+@dataclass
+class _Row:
+    """A commit's row before its objects are read: the before-images it wants (blob id, old path), its license."""
+
+    row: dict[str, Any]
+    wanted: list[tuple[str, str]]
+    license: _License
+
+
 class _Slice:
-    """State of one slice's read: rows and drops of the current batch, the license tracker."""
+    """State of one slice's read: rows and drops of the current batch, the license tracker, per-slice caches.
+
+    Objects are read per batch, not per commit: a finished batch asks ``git cat-file --batch``
+    for every tree and before-image its rows need in one stream of requests (a round trip per
+    commit would cost more CPU, in both processes, than the parse).
+    """
 
     def __init__(self, sl: CommitSlice, cfg: CommitsConfig, objects: gitlog.ObjectReader) -> None:
         self.sl, self.cfg, self.objects = sl, cfg, objects
@@ -146,13 +170,17 @@ class _Slice:
         self.bots = re.compile("|".join(cfg.bot_authors), re.IGNORECASE) if cfg.bot_authors else None
         self.vendored = frozenset(cfg.vendored_dirs)
         self.shallow = shallow_commits(self.repo.gitdir)
-        self.rows: list[dict[str, Any]] = []
-        self.pending: tuple[str, dict[str, Any]] | None = None
+        self.rows: list[_Row] = []
+        self.pending: tuple[str, Any] | None = None
         self.drops: list[dict[str, Any]] = []
         self.counters: Counter[str] = Counter()
         self.licenses: dict[tuple, tuple[str, str]] = {}
         # (sha, its license if known): the next commit of a first-parent walk and the license it must have
-        self.chain: tuple[str | None, tuple[str, str] | None] = (None, None)
+        self.chain: tuple[str | None, _License | None] = (None, None)
+        self.authors: dict[str, str | None] = {}  # name <email> -> the bot pattern it matches
+        self.paths: dict[str, tuple[str, str | None]] = {}  # path -> (language, path exclusion)
+        self.read = 0  # commits of the slice read (rows, drops, and the pending one)
+        self.last: str | None = None  # the sha of the last of them
 
     def drop(self, sha: str, reason: str, detail: str | None = None, nbytes: int = 0, lang: str = schema.UNKNOWN) -> None:
         self.add("drop", {
@@ -161,7 +189,7 @@ class _Slice:
             schema.DETAIL: detail, schema.SCORE: None, schema.THRESHOLD: None, schema.DUP_OF: None,
         })  # fmt: skip
 
-    def add(self, kind: str, item: dict[str, Any]) -> None:
+    def add(self, kind: str, item: dict[str, Any] | _Row) -> None:
         """Record one commit's outcome; the newest is held back until the next (git may yet disown it)."""
         self.settle()
         self.pending = (kind, item)
@@ -178,7 +206,17 @@ class _Slice:
         self.chain = (None, None)
 
     def batch(self) -> MapResult:
-        table = pa.Table.from_pylist(self.rows, schema=C.COMMIT_SCHEMA)
+        """The settled rows, finished with their licenses and before-images, and the drops."""
+        _read_licenses(self, [r.license for r in self.rows])
+        blobs = self.objects.iter_many([oid for r in self.rows for oid, _ in r.wanted], self.cfg.max_before_file_bytes)
+        rows = []
+        for r in self.rows:
+            answers = list(itertools.islice(blobs, len(r.wanted)))
+            r.row[C.BEFORE], r.row[C.BEFORE_SKIPPED] = _before_images(self.cfg, r.wanted, answers)
+            assert r.license.value is not None  # _read_licenses filled in every one
+            r.row[schema.LICENSE], r.row[schema.LICENSE_METHOD] = r.license.value
+            rows.append(r.row)
+        table = pa.Table.from_pylist(rows, schema=C.COMMIT_SCHEMA)
         dropped = pa.Table.from_pylist(self.drops, schema=schema.DROP_SCHEMA)
         result = MapResult(table, dropped, self.counters)
         self.rows, self.drops, self.counters = [], [], Counter()
@@ -187,52 +225,93 @@ class _Slice:
     def full(self) -> bool:
         return len(self.rows) + len(self.drops) >= self.cfg.batch_rows
 
+    def bot(self, author: str) -> str | None:
+        """The bot pattern ``author`` (``name <email>``) matches, or None."""
+        if author not in self.authors:
+            m = self.bots.search(author) if self.bots is not None else None
+            self.authors[author] = m.group(0) if m else None
+        return self.authors[author]
+
+    def path_info(self, path: str) -> tuple[str, str | None]:
+        """(language, ingest's path exclusion) of a changed file's path."""
+        info = self.paths.get(path)
+        if info is None:
+            info = self.paths[path] = (file_language(path), exclusions.path_exclusion(path, self.vendored, True))
+        return info
+
 
 def commit_id(repo: Repository, sha: str) -> str:
     return schema.document_id(repo.source, repo.repo, sha, "commit")
 
 
 def read_slice(sl: CommitSlice, cfg: CommitsConfig) -> Iterator[MapResult]:
-    """Batches (rows, drops) of one slice, in walk order; every listed commit is in exactly one."""
-    shas = slice_shas(sl, cfg)
+    """Batches (rows, drops) of one slice, in walk order; every listed commit is in exactly one.
+
+    git walks the slice itself (one process, no list of shas). Only when it fails on a commit
+    are the slice's shas listed (``git rev-list``), the culprit dropped, and the rest read from
+    the list, one git log per failure.
+    """
     with gitlog.ObjectReader(sl.repository.gitdir) as objects:
         state = _Slice(sl, cfg, objects)
-        state.counters["commits"] = len(shas)
-        pos = 0
-        while pos < len(shas):
-            pos = yield from _read_from(state, shas, pos)
+        state.counters["commits"] = sl.count
+        walk = [*walk_args(cfg), f"--skip={sl.skip}", f"--max-count={sl.count}", sl.tip]
+        shas = None
+        try:
+            yield from _read_records(state, gitlog.stream_log(state.repo.gitdir, cfg.max_record_bytes, walk=walk))
+        except gitlog.LogFailed as err:
+            shas = slice_shas(sl, cfg)
+            _drop_culprit(state, shas, err)
+        if shas is None and state.read != sl.count:  # the walk and its count disagree: go by the list
+            shas = slice_shas(sl, cfg)
+        while shas is not None and state.read < len(shas):
+            try:
+                yield from _read_records(state, gitlog.stream_log(state.repo.gitdir, cfg.max_record_bytes,
+                                                                  shas=shas[state.read :]), shas)  # fmt: skip
+            except gitlog.LogFailed as err:
+                _drop_culprit(state, shas, err)
+        if shas is not None:
+            state.counters["commits"] = len(shas)
         state.settle()
         if state.rows or state.drops or state.counters:
             yield state.batch()
 
 
-def _read_from(state: _Slice, shas: list[str], pos: int) -> Iterator[MapResult]:
-    """Read ``shas[pos:]`` with one git log, yielding full batches; on a git failure drop the
-    commit it failed on. Returns the position to go on from (``len(shas)`` when done).
+def _read_records(
+    state: _Slice, records: Iterator[bytes | gitlog.Oversized], shas: list[str] | None = None
+) -> Iterator[MapResult]:
+    """Every record of one git log into the slice state (``state.read`` counts them), yielding full
+    batches; with ``shas``, each record must be the next listed commit."""
+    for record in records:
+        sha = record.sha if isinstance(record, gitlog.Oversized) else record[:40].decode("ascii", "replace")
+        if shas is not None and (state.read >= len(shas) or sha != shas[state.read]):
+            due = shas[state.read] if state.read < len(shas) else "nothing"
+            raise gitlog.LogFailed(f"git log gave {sha} where {due} was due")  # --no-walk=unsorted keeps the order
+        _one_record(state, record)
+        state.read += 1
+        state.last = sha
+        if state.full():
+            yield state.batch()
+
+
+def _drop_culprit(state: _Slice, shas: list[str], err: gitlog.LogFailed) -> None:
+    """Drop the commit git log failed on as ``corrupt_object``; the read goes on after it.
+
+    git may die before or after writing the failing commit's header (rename detection reads blobs
+    before it): the last commit read is the culprit if it fails alone, else the next one is.
     """
-    try:
-        for record in gitlog.stream_log(state.repo.gitdir, shas[pos:], state.cfg.max_record_bytes):
-            sha = record.sha if isinstance(record, gitlog.Oversized) else record[:40].decode("ascii", "replace")
-            if pos >= len(shas) or sha != shas[pos]:  # --no-walk=unsorted keeps the order given
-                raise gitlog.LogFailed(f"git log gave {sha} where {shas[pos] if pos < len(shas) else 'nothing'} was due")
-            _one_record(state, record)
-            pos += 1
-            if state.full():
-                yield state.batch()
-    except gitlog.LogFailed as err:
-        # git may die before or after writing the failing commit's header (rename detection reads blobs
-        # before it): the last commit read is the culprit if it fails alone, else the next one is
-        if pos > 0 and _fails_alone(state, shas[pos - 1]):
-            pos -= 1
-            state.take_back()
-        state.drop(shas[pos], "corrupt_object", err.stderr[:300])
-        return pos + 1
-    return pos
+    if state.read and shas[state.read - 1] != state.last:
+        raise GitError(f"{state.repo.repo}: git log's walk and git rev-list disagree at commit {state.read}")
+    if state.read > 0 and _fails_alone(state, shas[state.read - 1]):
+        state.read -= 1
+        state.take_back()
+    state.drop(shas[state.read], "corrupt_object", err.stderr[:300])
+    state.read += 1
+    state.last = shas[state.read - 1]
 
 
 def _fails_alone(state: _Slice, sha: str) -> bool:
     try:
-        for _ in gitlog.stream_log(state.repo.gitdir, [sha], state.cfg.max_record_bytes):
+        for _ in gitlog.stream_log(state.repo.gitdir, state.cfg.max_record_bytes, shas=[sha]):
             pass
     except gitlog.LogFailed:
         return True
@@ -252,17 +331,12 @@ def _one_record(state: _Slice, record: bytes | gitlog.Oversized) -> None:
         return
     known = state.chain[1] if state.chain[0] == raw.sha else None
     reason, detail = _commit_drop(state, raw)
-    row = None
-    if reason is None:
-        row = _build_row(state, raw)
-        if isinstance(row, tuple):
-            reason, detail, row = row[0], row[1], None
-    if row is None:
-        state.drop(raw.sha, reason or "unparsable", detail, len(raw.patch))
+    built = _build_row(state, raw, known) if reason is None else (reason, detail)
+    if isinstance(built, _Row):
+        known = built.license
+        state.add("row", built)
     else:
-        known = known or _license_at(state, raw.sha)
-        row[schema.LICENSE], row[schema.LICENSE_METHOD] = known
-        state.add("row", row)
+        state.drop(raw.sha, built[0] or "unparsable", built[1], len(raw.patch))
     touched = len(raw.parents) != 1 or not raw.files or any(
         _is_license_path(f.path) or _is_license_path(f.old_path) for f in raw.files
     )
@@ -280,8 +354,8 @@ def _commit_drop(state: _Slice, raw: gitlog.RawCommit) -> tuple[str | None, str 
     if raw.sha in state.shallow:
         return "missing_parent", "shallow clone boundary: parents not in the repository"
     author = raw.author_name.decode("utf-8", "replace") + " <" + raw.author_email.decode("utf-8", "replace") + ">"
-    if state.bots is not None and (m := state.bots.search(author)):
-        return "bot_author", f"{author[:120]} matches {m.group(0)!r}"
+    if (bot := state.bot(author)) is not None:
+        return "bot_author", f"{author[:120]} matches {bot!r}"
     if not raw.files:
         return "empty", None
     if len(raw.files) > state.cfg.max_files_changed:
@@ -315,8 +389,9 @@ def _decode_message(raw: gitlog.RawCommit, min_evidence: int) -> tuple[str | Non
     return text, encoding or schema.UNKNOWN
 
 
-def _build_row(state: _Slice, raw: gitlog.RawCommit) -> dict[str, Any] | tuple[str, str | None]:
-    """The row of a commit, or (reason, detail) when its contents decide a drop."""
+def _build_row(state: _Slice, raw: gitlog.RawCommit, known: _License | None) -> _Row | tuple[str, str | None]:
+    """The row of a commit (before-images and license still to read; ``known``: its license when the
+    chain gives it), or (reason, detail) when its contents decide a drop."""
     cfg = state.cfg
     message, encoding = _decode_message(raw, cfg.min_encoding_evidence)
     if message is None:
@@ -334,19 +409,21 @@ def _build_row(state: _Slice, raw: gitlog.RawCommit) -> dict[str, Any] | tuple[s
     if reason:
         return reason, ", ".join(sorted({f["excluded"] for f in files}))
     subject, _, body = message.strip("\n").partition("\n")
-    before, skipped = _before_images(state, raw.files, files)
-    return {
+    row = {
         schema.ID: commit_id(state.repo, raw.sha), schema.SOURCE: state.repo.source, schema.REPO: state.repo.repo,
         schema.PATH: raw.sha, schema.LANG: _main_language(files), schema.BYTES: len(raw.patch),
         C.SHA: raw.sha, C.PARENTS: raw.parents,
         C.AUTHOR_NAME: raw.author_name.decode("utf-8", "replace"),
         C.AUTHOR_EMAIL: raw.author_email.decode("utf-8", "replace"),
-        C.AUTHOR_DATE: dt.datetime.fromtimestamp(raw.author_time, dt.timezone.utc),
-        C.COMMITTER_DATE: dt.datetime.fromtimestamp(raw.committer_time, dt.timezone.utc),
+        C.AUTHOR_DATE: raw.author_time, C.COMMITTER_DATE: raw.committer_time,  # epoch seconds: Arrow's timestamp("s")
         C.SUBJECT: subject.strip(), C.BODY: body.strip("\n"), C.MESSAGE_ENCODING: encoding,
         C.FILES: files, C.LINES_ADDED: sum(f["added"] for f in files), C.LINES_DELETED: sum(f["deleted"] for f in files),
-        C.DIFF: "".join(diffs), C.BEFORE: before, C.BEFORE_SKIPPED: skipped,
+        C.DIFF: "".join(diffs),
     }  # fmt: skip
+    # before-images of the changed code files (not added, not copied, not excluded)
+    wanted = [(r.old_oid, f["old_path"]) for r, f in zip(raw.files, files, strict=True)
+              if f["excluded"] is None and r.old_oid != gitlog.ZERO_OID and f["status"] != "copy"]  # fmt: skip
+    return _Row(row, wanted, known or _License(raw.sha))
 
 
 def decode_text(data: bytes, min_evidence: int) -> str | None:
@@ -382,27 +459,27 @@ def file_language(path: str) -> str:
 
 def _file_entry(state: _Slice, f: gitlog.RawFile, paths: dict[bytes, str], diff: str) -> dict[str, Any]:
     path = paths[f.path]
+    lang, path_excluded = state.path_info(path)
     status = f.status
     if status == "modify" and f.old_mode != f.new_mode and f.old_oid == f.new_oid:
         status = "mode"
     return {
         "path": path, "old_path": paths[f.old_path], "status": status, "old_mode": f.old_mode,
         "new_mode": f.new_mode, "old_oid": f.old_oid, "new_oid": f.new_oid, "added": f.added,
-        "deleted": f.deleted, "binary": f.binary, "lang": file_language(path),
-        "excluded": _file_exclusion(state, f, path, diff),
+        "deleted": f.deleted, "binary": f.binary, "lang": lang,
+        "excluded": _file_exclusion(f, path_excluded, diff),
     }  # fmt: skip
 
 
-def _file_exclusion(state: _Slice, f: gitlog.RawFile, path: str, diff: str) -> str | None:
+def _file_exclusion(f: gitlog.RawFile, path_excluded: str | None, diff: str) -> str | None:
     if "160000" in (f.old_mode, f.new_mode):
         return "submodule"
     if "120000" in (f.old_mode, f.new_mode):
         return "symlink"
     if f.binary:
         return "binary"
-    reason = exclusions.path_exclusion(path, state.vendored, True)
-    if reason:
-        return reason
+    if path_excluded:
+        return path_excluded
     # the head of the file's diff holds its first lines when they changed (a marker sits there) and a
     # bundle's long lines either way; the diff's "+"/" " prefixes only make it look less indented
     found = exclusions.content_exclusion(diff[:_CONTENT_SNIFF_CHARS], True)
@@ -418,24 +495,22 @@ def _excluded_only(files: list[dict[str, Any]]) -> str | None:
 
 
 def _main_language(files: list[dict[str, Any]]) -> str:
-    lines: Counter[str] = Counter()
+    """The language with the most changed lines (+1 per file) among the code files; ties by name."""
+    lines: dict[str, int] = {}
     for f in files:
         if f["excluded"] is None:
-            lines[f["lang"]] += f["added"] + f["deleted"] + 1
+            lines[f["lang"]] = lines.get(f["lang"], 0) + f["added"] + f["deleted"] + 1
+    if len(lines) == 1:
+        return next(iter(lines))
     return min(lines, key=lambda lang: (-lines[lang], lang)) if lines else schema.UNKNOWN
 
 
 def _before_images(
-    state: _Slice, raws: list[gitlog.RawFile], files: list[dict[str, Any]]
+    cfg: CommitsConfig, wanted: list[tuple[str, str]], blobs: list[tuple[str, bytes | None, int]]
 ) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
-    """Before-images of the changed code files (not added, not excluded), within the caps."""
-    cfg = state.cfg
-    wanted = [(raw, f) for raw, f in zip(raws, files, strict=True)
-              if f["excluded"] is None and raw.old_oid != gitlog.ZERO_OID and f["status"] != "copy"]  # fmt: skip
-    blobs = state.objects.read_many([raw.old_oid for raw, _ in wanted], cfg.max_before_file_bytes)
+    """(before-images, skipped files with why) of one commit from its wanted blobs, within the caps."""
     before, skipped, total = [], [], 0
-    for (_, f), (kind, data, size) in zip(wanted, blobs, strict=True):
-        path = f["old_path"]
+    for (_, path), (kind, data, size) in zip(wanted, blobs, strict=True):
         if kind != "blob":
             skipped.append({"path": path, "reason": "missing"})
         elif data is None:
@@ -452,23 +527,33 @@ def _before_images(
     return before, skipped
 
 
-def _license_at(state: _Slice, sha: str) -> tuple[str, str]:
-    """(SPDX id, method) of ``sha``'s tree from its top-level license and README files (cached by blob ids)."""
-    kind, data, _ = state.objects.read(f"{sha}^{{tree}}", 1 << 26)
-    key: tuple = ()
-    if kind == "tree" and data is not None:
-        key = tuple(
-            (name, oid) for mode, name, oid in gitlog.tree_entries(data)
-            if mode.startswith("100") and _is_license_path(name)
-        )  # fmt: skip
-    if key not in state.licenses:
+def _read_licenses(state: _Slice, holders: list[_License]) -> None:
+    """Fill in each unread license: (SPDX id, method) of its commit's tree from the top-level license and
+    README files, detected once per set of those files' blob ids (one request stream for all trees)."""
+    todo = list({id(h): h for h in holders if h.value is None}.values())
+    trees = state.objects.iter_many([f"{h.sha}^{{tree}}" for h in todo], 1 << 26)
+    keys = [_license_key(kind, data) for kind, data, _ in trees]
+    new = sorted({key for key in keys if key not in state.licenses})
+    oids = sorted({oid for key in new for _, oid in key})
+    blobs = dict(zip(oids, state.objects.iter_many(oids, _LICENSE_BLOB_CAP), strict=True))
+    for key in new:
         texts = {}
         for name, oid in key:
-            k, blob, _ = state.objects.read(oid, _LICENSE_BLOB_CAP)
-            if k == "blob" and blob is not None:
+            kind, blob, _ = blobs[oid]
+            if kind == "blob" and blob is not None:
                 texts[name.decode("utf-8", "replace")] = blob.decode("utf-8", "replace")
         state.licenses[key] = license.detect(texts)
-    return state.licenses[key]
+    for h, key in zip(todo, keys, strict=True):
+        h.value = state.licenses[key]
+
+
+def _license_key(kind: str, tree: bytes | None) -> tuple[tuple[bytes, str], ...]:
+    """(name, blob id) of a root tree's top-level license and README files."""
+    if kind != "tree" or tree is None:
+        return ()
+    return tuple(
+        (name, oid) for mode, name, oid in gitlog.tree_entries(tree) if mode.startswith("100") and _is_license_path(name)
+    )  # fmt: skip
 
 
 def read_slice_table(sl: CommitSlice, cfg: CommitsConfig) -> MapResult:

@@ -38,7 +38,7 @@ from codecorpus.tasks.config import EditSetConfig
 from codecorpus.tasks.swebench import instance_id, time_split
 
 STAGE = "edit_set"
-FORMAT = "edit"
+FORMAT = schema.EDIT_TRACE_FORMAT
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 ASK = {
     "diff": "Reply with the change as a unified diff (git format) of the files above.",

@@ -1,8 +1,10 @@
-"""One streamed ``git log`` over a list of commits, parsed record by record.
+"""One streamed ``git log`` over a slice of a walk, parsed record by record.
 
-The commits body asks git for every commit of a slice in one process::
+The commits body asks git for every commit of a slice in one process, git walking
+the history itself (or, after a failure, given the remaining commits on stdin)::
 
-    git log --no-walk=unsorted --stdin -z --raw --numstat -p -M --format=<LOG_FORMAT>
+    git log -z --raw --numstat -p -M --format=<LOG_FORMAT> <walk> --skip=S --max-count=N <tip> --
+    git log -z --raw --numstat -p -M --format=<LOG_FORMAT> --no-walk=unsorted --stdin
 
 and reads its output in 1 MiB chunks. Each commit's output starts with
 :data:`MARKER`; the bytes up to the next marker are one record: the header
@@ -20,8 +22,9 @@ first NUL lies past its 8000-byte binary sniff; the marker's sha check below
 makes even that harmless in practice.
 
 Objects (before-images, root trees for the license) are read through one
-``git cat-file --batch`` process per slice, one request at a time, so a blob
-larger than the cap is skipped in chunks without being held.
+``git cat-file --batch`` process per slice, requested a batch of commits at a
+time and answered one object at a time, so a blob larger than the cap is
+skipped in chunks without being held.
 """
 
 from __future__ import annotations
@@ -39,13 +42,12 @@ LOG_FORMAT = "%x00%x01codecorpus-commit%x02%H%x00%P%x00%an%x00%ae%x00%at%x00%ct%
 _HEADER_END = b"\x00\x03\x00"
 _READ_CHUNK = 1 << 20
 _OVERSIZED_HEAD = 1 << 16
-_SHA = re.compile(rb"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
+_SHA_FIELD = re.compile(rb"[0-9a-f]{40}\x00")  # a record's first field
 ZERO_OID = "0" * 40
 
 GIT_ENV = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C"}
 LOG_ARGS = (
-    "-c", "core.quotePath=false", "-c", "log.showSignature=false", "log", "--no-walk=unsorted", "--stdin",
-    "-z", "--no-abbrev", "-M", "--raw", "--numstat", "-p", "--diff-merges=off", "--no-color", "--no-ext-diff",
+    "-c", "core.quotePath=false", "-c", "log.showSignature=false", "log", "-z", "--no-abbrev", "-M", "--raw", "--numstat", "-p", "--diff-merges=off", "--no-color", "--no-ext-diff",
     "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/", "--encoding=UTF-8", f"--format={LOG_FORMAT}",
 )  # fmt: skip
 
@@ -96,8 +98,10 @@ class Oversized:
     nbytes: int
 
 
-def git_log_args(gitdir: str) -> list[str]:
-    return ["git", f"--git-dir={gitdir}", *LOG_ARGS]
+def git_log_args(gitdir: str, walk: list[str] | None = None) -> list[str]:
+    """The git log command: over ``walk`` (revision options and revisions), else over the commits on stdin."""
+    revisions = [*walk, "--"] if walk is not None else ["--no-walk=unsorted", "--stdin"]
+    return ["git", f"--git-dir={gitdir}", *LOG_ARGS, *revisions]
 
 
 def split_records(stream: BinaryIO, max_record_bytes: int) -> Iterator[bytes | Oversized]:
@@ -145,11 +149,12 @@ def split_records(stream: BinaryIO, max_record_bytes: int) -> Iterator[bytes | O
 
 
 def _next_marker(buf: bytearray, start: int) -> int:
-    """Position of the next marker that is followed by a sha (a genuine record start), or -1."""
+    """Position of the next marker that is followed by a sha (a genuine record start), or -1.
+    A marker too near the end of the buffer for its sha to be seen counts as genuine."""
     at = buf.find(MARKER, start)
     while at >= 0:
-        sha = bytes(buf[at + len(MARKER) : at + len(MARKER) + 41])
-        if len(sha) < 41 or _SHA.match(sha.split(b"\x00", 1)[0]):
+        sha_at = at + len(MARKER)
+        if len(buf) - sha_at < 41 or _SHA_FIELD.match(buf, sha_at):
             return at
         at = buf.find(MARKER, at + 1)
     return -1
@@ -182,35 +187,42 @@ def parse_record(record: bytes) -> RawCommit:
     return commit
 
 
-def _token(data: bytes, pos: int) -> tuple[bytes, int]:
-    end = data.find(b"\x00", pos)
-    if end < 0:
-        raise UnparsableRecord(f"unterminated field at byte {pos}")
-    return data[pos:end], end + 1
+# one ``--raw -z`` entry: modes, blob ids, status (a rename or copy has a score and two paths)
+_RAW_ENTRY = re.compile(
+    rb":(\d+) (\d+) ([0-9a-f]+) ([0-9a-f]+) (?:([RC])\d*\x00([^\x00]*)\x00([^\x00]*)|([A-Z])\d*\x00([^\x00]*))\x00"
+)
+# one ``--numstat -z`` entry: counts ("-" for binary), then a path, or for a rename or copy an empty one and both
+_NUMSTAT_ENTRY = re.compile(rb"(-|\d+)\t(-|\d+)\t(?:\x00[^\x00]*\x00[^\x00]*|[^\x00]+)\x00")
 
 
 def _parse_raw_and_numstat(data: bytes) -> tuple[list[RawFile], int]:
+    """The changed files of a record's ``--raw`` and ``--numstat`` sections, and where its patch starts.
+
+    One regex match per section entry: the layout is fixed, so the fields come out as groups.
+    """
     files: list[RawFile] = []
     pos = 0
     while data.startswith(b":", pos):
-        meta, pos = _token(data, pos)
-        parts = meta[1:].decode("ascii").split()
-        if len(parts) != 5:
-            raise UnparsableRecord(f"raw entry {meta[:80]!r}")
-        old_mode, new_mode, old_oid, new_oid, status = parts
-        path, pos = _token(data, pos)
-        old_path = path
-        if status[0] in "RC":
-            path, pos = _token(data, pos)
-        files.append(RawFile(path, old_path, _STATUS.get(status[0], "modify"), old_mode, new_mode, old_oid, new_oid))
+        m = _RAW_ENTRY.match(data, pos)
+        if m is None:
+            raise UnparsableRecord(f"raw entry {data[pos : pos + 80]!r}")
+        old_mode, new_mode, old_oid, new_oid, renamed, old_path, new_path, status, path = m.groups()
+        if renamed:
+            status, path = renamed, new_path
+        else:
+            old_path = path
+        files.append(RawFile(path, old_path, _STATUS.get(status.decode(), "modify"), old_mode.decode(),
+                             new_mode.decode(), old_oid.decode(), new_oid.decode()))  # fmt: skip
+        pos = m.end()
     for f in files:
-        counts, pos = _token(data, pos)
-        added, deleted, name = counts.split(b"\t", 2)
-        if not name:  # a rename or copy: the two paths follow as their own fields
-            _, pos = _token(data, pos)
-            _, pos = _token(data, pos)
+        m = _NUMSTAT_ENTRY.match(data, pos)
+        if m is None:
+            raise UnparsableRecord(f"numstat entry {data[pos : pos + 80]!r}")
+        added, deleted = m.group(1, 2)
         f.binary = added == b"-"
-        f.added, f.deleted = (0, 0) if f.binary else (int(added), int(deleted))
+        if not f.binary:
+            f.added, f.deleted = int(added), int(deleted)
+        pos = m.end()
     if files and data[pos : pos + 1] == b"\x00":
         pos += 1
     if pos < len(data) and not data.startswith(b"diff --git ", pos):
@@ -242,15 +254,18 @@ class LogFailed(RuntimeError):
         self.stderr = stderr
 
 
-def stream_log(gitdir: str, shas: list[str], max_record_bytes: int) -> Iterator[bytes | Oversized]:
-    """Records of ``shas`` in order; raises :class:`LogFailed` after the last record git wrote."""
+def stream_log(
+    gitdir: str, max_record_bytes: int, *, shas: list[str] | None = None, walk: list[str] | None = None
+) -> Iterator[bytes | Oversized]:
+    """Records of ``shas`` in order, or of the commits of ``walk`` (``git log``'s revision arguments) in
+    walk order; raises :class:`LogFailed` after the last record git wrote."""
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(
-            git_log_args(gitdir), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=GIT_ENV
+            git_log_args(gitdir, walk), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=GIT_ENV
         )
         assert proc.stdin is not None and proc.stdout is not None
         try:
-            proc.stdin.write("".join(f"{s}\n" for s in shas).encode())  # git reads all of stdin first
+            proc.stdin.write("".join(f"{s}\n" for s in shas or ()).encode())  # git reads all of stdin first
             proc.stdin.close()
             yield from split_records(proc.stdout, max_record_bytes)
         finally:
@@ -272,23 +287,24 @@ class ObjectReader:
 
     def read(self, name: str, cap: int) -> tuple[str, bytes | None, int]:
         """(type or "missing", content or None when larger than ``cap``, size)."""
-        return self.read_many([name], cap)[0]
+        return next(self.iter_many([name], cap))
 
-    def read_many(self, names: list[str], cap: int) -> list[tuple[str, bytes | None, int]]:
-        """:meth:`read` of several objects with one request write (one wake-up of git, not one each).
+    def iter_many(self, names: list[str], cap: int) -> Iterator[tuple[str, bytes | None, int]]:
+        """:meth:`read` of each of ``names`` in order, requested in groups (one wake-up of git per
+        group, not per object). Consume it to the end before the next request.
 
-        Requests go in groups small enough for the pipe buffer, so the write never waits on git
-        while git waits on us to read its answers.
+        A group is small enough for the pipe buffer, so the write never waits on git while git
+        waits on us to read its answers; answers are yielded as they are read, so only one
+        object is held at a time.
         """
         stdin, stdout = self.proc.stdin, self.proc.stdout
         assert stdin is not None and stdout is not None
-        out = []
         for start in range(0, len(names), 256):
             group = names[start : start + 256]
             stdin.write(b"".join(n.encode() + b"\n" for n in group))
             stdin.flush()
-            out += [self._answer(stdout, cap) for _ in group]
-        return out
+            for _ in group:
+                yield self._answer(stdout, cap)
 
     @staticmethod
     def _answer(stdout: BinaryIO, cap: int) -> tuple[str, bytes | None, int]:
