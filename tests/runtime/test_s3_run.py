@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -78,10 +79,13 @@ def test_s3_inputs_and_run_dir_give_the_local_bytes(tmp_path, s3_server):
     fresh = _env(s3_server, tmp_path / "other-node-cache")
     verified = _cli(["manifest", "verify", "s3://s3run-runs/r1"], fresh)
     assert verified.returncode == 0, verified.stdout + verified.stderr
+    funnel = client.get_object(Bucket="s3run-runs", Key="r1/report/funnel.csv")["Body"].read()
     again = _cli(["run", str(recipe), "--out", "s3://s3run-runs/r1", "--workers", "2", "--quiet"], fresh)
     assert again.returncode == 0, again.stderr[-3000:]
-    fetched = [p for p in (tmp_path / "other-node-cache").rglob("part-*.parquet") if "shards" not in p.parts]
-    assert fetched == []  # every task was skipped on its S3 marker: no stage input was needed
+    resumed = re.search(r"resumed: (\d+) of (\d+) shards", again.stderr)
+    assert resumed and resumed[1] == resumed[2], again.stderr[-3000:]  # every task skipped on its S3 marker
+    report = [p.read_bytes() for p in (tmp_path / "other-node-cache").glob("*/report/funnel.csv")]
+    assert report == [funnel]  # the rerun's report read the whole run from the bucket
     after = _bucket_outputs(s3_client(s3_server), "s3run-runs", "r1")
     assert after == got
 
