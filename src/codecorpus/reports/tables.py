@@ -43,7 +43,7 @@ class RunData:
 def load_run(root: Path | str) -> RunData:
     """Stats of every stage that finished, in pipeline order, and every set manifest."""
     run = schema.RunPaths(Path(root))
-    recipe = yaml.safe_load(run.recipe.read_text()) if store.exists(run.recipe) else {}
+    recipe = yaml.safe_load(store.ensure_local(run.recipe).read_text()) if store.exists(run.recipe) else {}
     recipe = recipe or {}
     order = [k for k, v in (recipe.get("stages") or {}).items() if v is not None]
     found = sorted(p.parent.name for p in store.list_files(run.root, "*/_stats.json", fetch=True))
@@ -52,7 +52,7 @@ def load_run(root: Path | str) -> RunData:
     sets = {}
     for path in store.list_files(run.root / "shards", f"*/{schema.MANIFEST_NAME}", fetch=True):
         sets[path.parent.name] = json.loads(path.read_text())
-    plans = json.loads(run.mix_plan.read_text())["sets"] if store.exists(run.mix_plan) else {}
+    plans = json.loads(store.ensure_local(run.mix_plan).read_text())["sets"] if store.exists(run.mix_plan) else {}
     return RunData(run, str(recipe.get("name", run.root.name)), recipe, stages, stats, sets, plans)
 
 
@@ -220,7 +220,7 @@ def filter_tables(data: RunData) -> dict[str, pa.Table]:
 
 
 def _numeric_columns(part: Path) -> set[str]:
-    sch = ds.dataset(part, format="parquet").schema
+    sch = ds.dataset(store.ensure_local(part), format="parquet").schema
     return {f.name for f in sch if pa.types.is_integer(f.type) or pa.types.is_floating(f.type)}
 
 

@@ -64,7 +64,7 @@ def _task_records(data: RunData, split: str) -> list[dict[str, Any]]:
     path = data.run.root / TASK_FILES[split]
     if not store.exists(path):
         return []
-    with path.open(encoding="utf-8") as f:
+    with store.ensure_local(path).open(encoding="utf-8") as f:
         return [json.loads(line) for line in f]
 
 

@@ -186,8 +186,23 @@ def ensure_local(path: Path | str) -> Path:
 
 
 def exists(path: Path | str) -> bool:
-    """Whether a run file exists here or in the store (fetched into the mirror when it does)."""
-    return ensure_local(path).is_file()
+    """Whether a run file is in this node's mirror or in the store (a HEAD request: nothing is
+    downloaded, so checking a multi-GB shard costs no transfer; readers call ``ensure_local``)."""
+    store = active()
+    key = store.key(path) if store else None
+    if key is None:
+        return Path(path).is_file()
+    if store.node_path(path).is_file():
+        return True
+    from botocore.exceptions import ClientError
+
+    try:
+        _client().head_object(Bucket=store.bucket, Key=key)
+    except ClientError as err:
+        if err.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            return False
+        raise
+    return True
 
 
 def list_files(directory: Path | str, pattern: str = "*", *, fetch: bool = False) -> list[Path]:
