@@ -49,8 +49,9 @@ def _report_tables(files: dict[str, bytes]) -> dict[str, bytes]:
     return {rel: data for rel, data in files.items() if rel.startswith("report/") and rel.endswith((".csv", ".parquet"))}
 
 
-def _parts(mirror: Path, stage: str) -> set[str]:
-    return {p.name for p in mirror.rglob(f"{stage}/part-*.parquet")}
+def _stage_files(mirror: Path) -> set[str]:
+    """The stage outputs and work files in one mirror (written by that node's tasks, or fetched for them)."""
+    return {p.relative_to(mirror).as_posix() for p in mirror.rglob("*.parquet") if "shards" not in p.parts}
 
 
 def _cli(args: list[str], s3: dict, cache: Path) -> subprocess.CompletedProcess:
@@ -98,10 +99,10 @@ def test_cluster_without_shared_fs_gives_the_local_bytes(tmp_path, s3_server, mo
     mirrors = {name: tmp_path / f"cache-{name}" for name in ("driver", "head", "worker")}
     result = _cluster_run(recipe, s3_server, mirrors, monkeypatch)
 
-    assert max(s.stats["nodes"] for s in result.stages) == 2  # tasks ran on both nodes
-    head, worker = (_parts(mirrors[n], "langid") for n in ("head", "worker"))
-    assert head and worker  # each node wrote part of the stage into its own mirror ...
-    assert _parts(mirrors["driver"], "langid") == set()  # ... and the driver, which reads no part, none
+    assert [s.stats["nodes"] for s in result.stages] == [2] * len(result.stages)  # every stage used both nodes
+    head, worker, driver = (_stage_files(mirrors[n]) for n in ("head", "worker", "driver"))
+    assert driver == set()  # the driver writes and reads no stage file: every one is a task's
+    assert head & worker  # files one node's tasks wrote and the other's read, through the bucket alone
     expected, got = run_outputs(local), _outputs(_bucket_files(client, PREFIX))
     assert sorted(got) == sorted(expected)
     assert [k for k in expected if expected[k] != got[k]] == []
