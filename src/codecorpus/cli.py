@@ -315,17 +315,19 @@ def manifest_export_datatrove(
 
 @app.command()
 def report(
-    run_dir: Annotated[Path, typer.Argument(help="a run directory, e.g. runs/quickstart")],
+    location: Annotated[str, typer.Argument(help="a run directory, e.g. runs/quickstart, or s3://BUCKET/PREFIX")],
     compare: Annotated[Path | None, typer.Option("--compare", help="another run: write report/compare.html")] = None,
 ) -> None:
     """Write RUN/report/: index.html (charts + tables, self-contained) and long-form Parquet/CSV tables."""
     import time
 
     from codecorpus.reports.build import write_report
+    from codecorpus.storage import mirror as store
 
-    for path in (run_dir, compare):
-        if path is not None and not (path / "recipe.yaml").is_file():
-            _fail(f"{path} is not a run directory (no recipe.yaml): pass the --out of a codecorpus run")
+    run_dir = _run_dir(location)  # an S3 run is read from its bucket, the report published to it
+    for path, named in ((run_dir, location), (compare, compare)):
+        if path is not None and not store.exists(schema.RunPaths(path).recipe):
+            _fail(f"{named} is not a run directory (no recipe.yaml): pass the --out of a codecorpus run")
     t0 = time.perf_counter()
     pages = write_report(run_dir, compare)
     for page in pages:

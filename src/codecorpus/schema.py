@@ -240,6 +240,11 @@ class RunPaths:
 
     root: Path
 
+    def __reduce__(self) -> tuple:
+        """Unpickled on another node (a Ray task's arguments), the paths name that node's
+        mirror of an S3 run (``storage/mirror.py`` ``node_path``); elsewhere they are unchanged."""
+        return (_node_run_paths, (str(self.root),))
+
     @property
     def recipe(self) -> Path:
         return self.root / "recipe.yaml"
@@ -332,6 +337,12 @@ class RunPaths:
 
     def set_shard_prefix(self, set_name: str, shard: int) -> Path:
         return self.set_dir(set_name) / shard_name(shard)
+
+
+def _node_run_paths(root: str) -> RunPaths:
+    from codecorpus.storage.mirror import node_path
+
+    return RunPaths(node_path(root))
 
 
 # --- token shard files (DESIGN section 5) --------------------------------------------

@@ -7,12 +7,15 @@ inherit the run store), with credentials in the usual AWS variables only.
 from __future__ import annotations
 
 import os
+import pickle
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import yaml
 
+from codecorpus import schema
 from conftest import NONDETERMINISTIC, make_bucket, run_outputs, s3_client, write_repos
 
 
@@ -76,9 +79,55 @@ def test_s3_inputs_and_run_dir_give_the_local_bytes(tmp_path, s3_server):
     fresh = _env(s3_server, tmp_path / "other-node-cache")
     verified = _cli(["manifest", "verify", "s3://s3run-runs/r1"], fresh)
     assert verified.returncode == 0, verified.stdout + verified.stderr
+    funnel = client.get_object(Bucket="s3run-runs", Key="r1/report/funnel.csv")["Body"].read()
     again = _cli(["run", str(recipe), "--out", "s3://s3run-runs/r1", "--workers", "2", "--quiet"], fresh)
     assert again.returncode == 0, again.stderr[-3000:]
-    fetched = [p for p in (tmp_path / "other-node-cache").rglob("part-*.parquet") if "shards" not in p.parts]
-    assert fetched == []  # every task was skipped on its S3 marker: no stage input was needed
+    resumed = re.search(r"resumed: (\d+) of (\d+) shards", again.stderr)
+    assert resumed and resumed[1] == resumed[2], again.stderr[-3000:]  # every task skipped on its S3 marker
+    report = [p.read_bytes() for p in (tmp_path / "other-node-cache").glob("*/report/funnel.csv")]
+    assert report == [funnel]  # the rerun's report read the whole run from the bucket
     after = _bucket_outputs(s3_client(s3_server), "s3run-runs", "r1")
     assert after == got
+
+
+def test_listings_of_an_s3_run_are_the_buckets_and_each_node_has_its_own_mirror(tmp_path, s3_server, monkeypatch):
+    """``list_files`` lists the bucket (what every node wrote), not this node's mirror; paths the
+    driver names are rebased onto this node's mirror; ``exists`` fetches what it finds."""
+    from codecorpus.storage import mirror as store
+    from codecorpus.storage.atomic import atomic_write_bytes
+
+    client = make_bucket(s3_server, "s3run-listing")
+    for key, value in _env(s3_server, tmp_path / "driver-cache").items():
+        monkeypatch.setenv(key, value)
+    driver = Path(store.activate("s3://s3run-listing/run").local_root)
+    try:
+        atomic_write_bytes(driver / "a" / "_stats.json", b"{}")
+        atomic_write_bytes(driver / "a" / "part-00000.parquet", b"p0")
+        client.put_object(Bucket="s3run-listing", Key="run/a/part-00001.parquet", Body=b"p1")  # another node's
+        client.put_object(Bucket="s3run-listing", Key="run/b/_stats.json", Body=b"{}")
+        client.put_object(Bucket="s3run-listing", Key="run/ab/part-00009.parquet", Body=b"x")  # not under a/
+        (driver / "a" / "part-00002.parquet").write_bytes(b"stale")  # in the mirror only: removed elsewhere
+
+        assert store.list_files(driver / "a", "part-*.parquet") == [driver / "a" / "part-00000.parquet",
+                                                                     driver / "a" / "part-00001.parquet"]
+        assert store.list_files(driver, "*/_stats.json") == [driver / "a" / "_stats.json", driver / "b" / "_stats.json"]
+        assert store.list_files(driver / "c", "*") == []
+        assert not (driver / "b" / "_stats.json").exists()
+        assert [p.read_bytes() for p in store.list_files(driver, "*/_stats.json", fetch=True)] == [b"{}", b"{}"]
+        assert store.exists(driver / "a" / "part-00001.parquet") and not store.exists(driver / "a" / "nothing")
+
+        # a worker whose node keeps its mirror elsewhere: the driver's paths name its own files
+        monkeypatch.setenv(store.CACHE_ENV, str(tmp_path / "worker-cache"))
+        store._active.cache_clear()
+        worker = store.mirror_root("s3://s3run-listing/run")
+        assert store.node_path(driver / "a" / "x") == worker / "a" / "x"
+        assert store.node_path(tmp_path / "input.txt") == tmp_path / "input.txt"
+        assert pickle.loads(pickle.dumps(schema.RunPaths(driver))).part("a", 0) == worker / "a" / "part-00000.parquet"
+        assert store.ensure_local(driver / "a" / "part-00001.parquet").read_bytes() == b"p1"
+        assert (worker / "a" / "part-00001.parquet").is_file()
+        atomic_write_bytes(driver / "w" / "out.bin", b"w")  # lands in the worker's mirror, then the bucket
+        assert (worker / "w" / "out.bin").read_bytes() == b"w" and not (driver / "w").exists()
+        assert client.get_object(Bucket="s3run-listing", Key="run/w/out.bin")["Body"].read() == b"w"
+        assert store.list_files(driver / "a", "part-*.parquet")[0] == worker / "a" / "part-00000.parquet"
+    finally:
+        store.deactivate()

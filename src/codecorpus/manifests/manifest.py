@@ -47,6 +47,7 @@ from codecorpus.manifests.megatron import (
 from codecorpus.manifests.rl import RL_MANIFEST_KIND
 from codecorpus.manifests.rl import show as show_rl
 from codecorpus.manifests.rl import verify as verify_rl
+from codecorpus.storage import mirror as store
 from codecorpus.storage.atomic import atomic_write_bytes, sha256_file
 
 SHARD_COUNTS = ("tokens", "documents", "segments", "sequences", "loss_tokens", "padding_tokens")
@@ -261,7 +262,7 @@ def _check_shard_records(set_dir: Path, shards: list[ShardRecord]) -> None:
             if key not in s.files:
                 raise ValueError(f"shard {s.prefix} lists no {key!r} file")
         for key, info in s.files.items():
-            if not (set_dir / info["path"]).is_file():
+            if not store.exists(set_dir / info["path"]):  # on the driver: the shard may be another node's
                 raise ValueError(
                     f"shard {s.prefix}: {key} file {set_dir / info['path']} does not exist"
                 )
@@ -639,7 +640,7 @@ def verify_run(run_manifest_path: Path | str, split: str | None = None) -> list[
         return [f"{path}: kind: expected {schema.RUN_MANIFEST_KIND!r}, found {m.get('kind')!r}"]
     problems = []
     for name, entry in sorted(m.get("sets", {}).items()):
-        set_path = path.parent / entry["path"]
+        set_path = store.ensure_local(path.parent / entry["path"])
         if not set_path.is_file():
             problems.append(f"{path.name}: sets.{name}: {entry['path']} is missing")
             continue
@@ -660,7 +661,7 @@ def verify_run(run_manifest_path: Path | str, split: str | None = None) -> list[
 
 def _listed_file_problems(root: Path, name: str, entry: dict[str, Any]) -> list[str]:
     """A file the run manifest lists: present, same sha256 and bytes, same count of JSON lines."""
-    target = root / entry["path"]
+    target = store.ensure_local(root / entry["path"])
     if not target.is_file():
         return [f"{schema.MANIFEST_NAME}: files.{name}: {entry['path']} is missing"]
     problems = []

@@ -18,6 +18,7 @@ from typing import Any
 import jsonschema
 
 from codecorpus.envs import spec as envspec
+from codecorpus.storage import mirror as store
 from codecorpus.storage.atomic import atomic_write_bytes, sha256_file
 
 RL_MANIFEST_KIND = "codecorpus.rl"
@@ -41,12 +42,12 @@ def _task_entries(path: Path) -> list[dict[str, Any]]:
 def build_manifest(root: Path, envs_dir: str, tasks_file: str) -> dict[str, Any]:
     """The RL manifest of the run at ``root`` from the files on disk."""
     envs = []
-    for path in sorted((root / envs_dir).glob("*.json")):
+    for path in store.list_files(root / envs_dir, "*.json", fetch=True):
         doc = json.loads(path.read_text())
         envs.append({"path": f"{envs_dir}/{path.name}", "sha256": sha256_file(path), "repo": doc["repo"],
                      "revision": doc["revision"], "cache_key": doc["cache_key"],
                      "toolchain": doc["toolchain"]["name"]})
-    tasks_path = root / tasks_file
+    tasks_path = store.ensure_local(root / tasks_file)
     entries = _task_entries(tasks_path)
     return {"format_version": FORMAT_VERSION, "kind": RL_MANIFEST_KIND, "environments": envs,
             "tasks": {"path": tasks_file, "sha256": sha256_file(tasks_path), "count": len(entries),

@@ -22,6 +22,7 @@ from codecorpus.config import MixConfig, OutputSet
 from codecorpus.mixing.groups import doc_hashes, group_values, hash_bins
 from codecorpus.mixing.plan import SetPlan, read_plans
 from codecorpus.packing.pack import PackedShard, pack_documents
+from codecorpus.storage.mirror import ensure_local
 
 
 class MixInvariantError(RuntimeError):
@@ -47,7 +48,7 @@ class ShardMix:
 
 def load_set_plan(run: schema.RunPaths, set_name: str) -> SetPlan:
     try:
-        plans = read_plans(run.mix_plan.read_bytes())
+        plans = read_plans(ensure_local(run.mix_plan).read_bytes())
     except FileNotFoundError:
         raise MixInvariantError(f"no mixing plan at {run.mix_plan}: the pack stage writes it first") from None
     if set_name not in plans:

@@ -35,6 +35,7 @@ from codecorpus.reports.html import (
     top_keys,
     warning,
 )
+from codecorpus.storage import mirror as store
 from codecorpus.storage.atomic import atomic_write_bytes
 from codecorpus.storage.parquet import write_parquet
 
@@ -67,8 +68,8 @@ def write_report(root: Path | str, compare_to: Path | str | None = None) -> list
 
 
 def _remove_compare(run: schema.RunPaths) -> None:
-    for path in [run.report_compare, *run.report_dir.glob("compare_*")]:
-        path.unlink(missing_ok=True)
+    for path in [run.report_compare, *store.list_files(run.report_dir, "compare_*")]:
+        store.remove_file(path)
 
 
 # --- the page ------------------------------------------------------------------------------------

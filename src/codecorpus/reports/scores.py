@@ -36,6 +36,7 @@ from pydantic import ValidationError
 from codecorpus import schema
 from codecorpus.config import FiltersConfig
 from codecorpus.filters import rules
+from codecorpus.storage import mirror as store
 
 if TYPE_CHECKING:
     from codecorpus.reports.tables import RunData
@@ -67,8 +68,7 @@ def rule_views() -> list[RuleView]:
 
 
 def _files(data: RunData, stage: str) -> list:
-    d = data.run.stage_dir(stage)
-    return sorted(d.glob("part-*.parquet")) if d.is_dir() else []
+    return store.list_files(data.run.stage_dir(stage), "part-*.parquet", fetch=True)
 
 
 def _read(files: list, columns: list[str]) -> pa.Table | None:
@@ -79,8 +79,7 @@ def _read(files: list, columns: list[str]) -> pa.Table | None:
 
 
 def _drop_log(data: RunData) -> pa.Table | None:
-    d = data.run.dropped_dir(FILTERS_STAGE)
-    files = sorted(d.glob("*.parquet")) if d.is_dir() else []
+    files = store.list_files(data.run.dropped_dir(FILTERS_STAGE), "*.parquet", fetch=True)
     cols = [schema.REASON, schema.LANG, schema.BYTES, schema.SCORE, schema.THRESHOLD]
     return ds.dataset(files, format="parquet").to_table(columns=cols) if files else None
 

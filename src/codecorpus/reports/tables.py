@@ -24,6 +24,7 @@ import yaml
 
 from codecorpus import schema
 from codecorpus.reports import scores
+from codecorpus.storage import mirror as store
 
 
 @dataclass
@@ -42,16 +43,16 @@ class RunData:
 def load_run(root: Path | str) -> RunData:
     """Stats of every stage that finished, in pipeline order, and every set manifest."""
     run = schema.RunPaths(Path(root))
-    recipe = yaml.safe_load(run.recipe.read_text()) if run.recipe.exists() else {}
+    recipe = yaml.safe_load(store.ensure_local(run.recipe).read_text()) if store.exists(run.recipe) else {}
     recipe = recipe or {}
     order = [k for k, v in (recipe.get("stages") or {}).items() if v is not None]
-    found = sorted(p.parent.name for p in run.root.glob("*/_stats.json"))
+    found = sorted(p.parent.name for p in store.list_files(run.root, "*/_stats.json", fetch=True))
     stages = [s for s in order if s in found] + [s for s in found if s not in order]
     stats = {s: json.loads(run.stats(s).read_text()) for s in stages}
     sets = {}
-    for path in sorted((run.root / "shards").glob(f"*/{schema.MANIFEST_NAME}")):
+    for path in store.list_files(run.root / "shards", f"*/{schema.MANIFEST_NAME}", fetch=True):
         sets[path.parent.name] = json.loads(path.read_text())
-    plans = json.loads(run.mix_plan.read_text())["sets"] if run.mix_plan.exists() else {}
+    plans = json.loads(store.ensure_local(run.mix_plan).read_text())["sets"] if store.exists(run.mix_plan) else {}
     return RunData(run, str(recipe.get("name", run.root.name)), recipe, stages, stats, sets, plans)
 
 
@@ -115,8 +116,7 @@ def skipped_entries(data: RunData) -> pa.Table:
     """Per stage and reason: entries stepped over that are not documents (from the ``_skipped`` logs)."""
     rows = []
     for stage in data.stages:
-        d = data.run.skipped_dir(stage)
-        files = sorted(d.glob("*.parquet")) if d.is_dir() else []
+        files = store.list_files(data.run.skipped_dir(stage), "*.parquet", fetch=True)
         if files:
             t = ds.dataset(files, format="parquet").to_table(columns=[schema.REASON])
             for r in t.group_by([schema.REASON]).aggregate([(schema.REASON, "count")]).to_pylist():
@@ -155,8 +155,7 @@ def drops(data: RunData) -> pa.Table:
     """Per stage, reason and language: dropped documents and bytes (from the drop logs)."""
     rows = []
     for stage in data.stages:
-        d = data.run.dropped_dir(stage)
-        files = sorted(d.glob("*.parquet")) if d.is_dir() else []
+        files = store.list_files(data.run.dropped_dir(stage), "*.parquet", fetch=True)
         if files:
             t = ds.dataset(files, format="parquet").to_table(columns=[schema.REASON, schema.LANG, schema.BYTES])
             g = t.group_by([schema.REASON, schema.LANG]).aggregate([(schema.BYTES, "count"), (schema.BYTES, "sum")])
@@ -188,8 +187,7 @@ def dedup_by_lang(data: RunData) -> pa.Table:
 
 def cluster_sizes(data: RunData) -> pa.Table:
     """Clusters by size: near-dup ``dup_cluster``/``dup_cluster_size`` if the run has them, else exact ``dup_count``."""
-    d = data.run.stage_dir(DEDUP_STAGE)
-    files = sorted(d.glob("part-*.parquet")) if d.is_dir() else []
+    files = store.list_files(data.run.stage_dir(DEDUP_STAGE), "part-*.parquet", fetch=True)
     if not files:
         return _table([], CLUSTER_SCHEMA)
     dataset = ds.dataset(files, format="parquet")
@@ -222,12 +220,12 @@ def filter_tables(data: RunData) -> dict[str, pa.Table]:
 
 
 def _numeric_columns(part: Path) -> set[str]:
-    sch = ds.dataset(part, format="parquet").schema
+    sch = ds.dataset(store.ensure_local(part), format="parquet").schema
     return {f.name for f in sch if pa.types.is_integer(f.type) or pa.types.is_floating(f.type)}
 
 
 def _column_values(stage_dir: Path, column: str) -> np.ndarray:
-    files = sorted(stage_dir.glob("part-*.parquet"))
+    files = store.list_files(stage_dir, "part-*.parquet", fetch=True)
     if not files:
         return np.zeros(0)
     col = ds.dataset(files, format="parquet").to_table(columns=[column]).column(column)
@@ -236,7 +234,7 @@ def _column_values(stage_dir: Path, column: str) -> np.ndarray:
 
 def lengths(data: RunData) -> pa.Table:
     """Document length histograms on log2 bins: bytes entering and leaving the pipeline, tokens per document."""
-    doc_stages = [s for s in data.stages if data.run.part(s, 0).exists()]
+    doc_stages = [s for s in data.stages if store.exists(data.run.part(s, 0))]
     if not doc_stages:
         return _table([], LENGTHS_SCHEMA)
     series = [("bytes", doc_stages[0], schema.BYTES)]

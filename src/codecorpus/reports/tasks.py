@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from codecorpus.reports.html import Page, note, rows_of, table_html
 from codecorpus.reports.tables import RunData
+from codecorpus.storage import mirror as store
 
 FUNNEL_SCHEMA = pa.schema([("step", pa.int32()), ("what", pa.string()), ("stage", pa.string()), ("count", pa.int64())])
 DIST_SCHEMA = pa.schema([
@@ -61,9 +62,9 @@ def tasks_funnel(data: RunData) -> pa.Table:
 
 def _task_records(data: RunData, split: str) -> list[dict[str, Any]]:
     path = data.run.root / TASK_FILES[split]
-    if not path.is_file():
+    if not store.exists(path):
         return []
-    with path.open(encoding="utf-8") as f:
+    with store.ensure_local(path).open(encoding="utf-8") as f:
         return [json.loads(line) for line in f]
 
 

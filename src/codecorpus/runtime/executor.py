@@ -142,7 +142,7 @@ def _warm() -> None:
         importlib.import_module(module)
 
 
-@ray.remote(max_retries=TASK_RETRIES, retry_exceptions=True)
+@ray.remote(max_retries=TASK_RETRIES, retry_exceptions=True, scheduling_strategy="SPREAD")  # as Ray Data reads
 def _remote(point: str, fn: Callable[..., Any], *args: Any) -> Any:
     checkpoint(f"task:{point}")
     rss_before = memory.start_task()
@@ -258,7 +258,7 @@ class Executor:
         if up is None:
             return
         meta = self._read_stage_meta(up)
-        if meta.get("hash") != self._hashes[up] or not self.run.stats(up).exists():
+        if meta.get("hash") != self._hashes[up] or not store.exists(self.run.stats(up)):
             raise RecipeError(
                 f"stage {spec.name} needs stage {up} complete under the current recipe in {self.run.root}: "
                 f"run without --only, or with --until {up} first"

@@ -61,8 +61,10 @@ def atomic_writer(path: Path | str) -> Iterator[BinaryIO]:
     attempts at the same shard (a retried task) never write into each other's
     file; the last rename wins, and both wrote the same bytes anyway. It is
     created with ``os.open`` mode 0o666 so the umask applies, unlike mkstemp's 0o600.
+    A file of an S3 run lands in this node's mirror (``mirror.node_path``) and is
+    published to the bucket once renamed.
     """
-    path = Path(path)
+    path = store.node_path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -95,6 +97,7 @@ TEMP_GLOB = ".*.tmp"
 def remove_stale_temps(directory: Path) -> int:
     """Delete temporary files a killed writer left behind (they never carry a final name)."""
     removed = 0
+    directory = store.node_path(directory)  # temporaries are never published: a local listing
     if directory.exists():
         for tmp in directory.rglob(TEMP_GLOB):
             tmp.unlink(missing_ok=True)

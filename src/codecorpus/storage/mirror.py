@@ -1,33 +1,45 @@
-"""A run directory on S3: a local mirror that publishes every write and fetches on read.
+"""A run directory on S3: a local mirror that publishes every write, fetches on read, lists the bucket.
 
-Every file of a run is written through ``io.atomic_writer``; when a run store is
+Every file of a run is written through ``atomic.atomic_writer``; when a run store is
 active, the writer uploads the finished file to ``s3://bucket/prefix/<same
 relative path>`` after the local rename (an S3 PUT is atomic: an object is
-complete or absent, like our renamed files). Readers of run files call
-``ensure_local(path)``, which downloads the object when the mirror lacks it.
-So a run resumed on another machine, or a task scheduled on another node,
-finds the completion markers and shard files it needs in S3, and the bytes in
-the bucket are the bytes a local run writes.
+complete or absent, like our renamed files). Readers of a named run file call
+``ensure_local(path)``, which downloads the object when the mirror lacks it;
+``exists(path)`` asks the same question without a reader. Readers that *list*
+a run directory call ``list_files(directory, pattern)``, which lists the bucket
+(ListObjectsV2 under the directory's prefix), never the mirror. So a task on
+any node, a resumed run on another machine, ``manifest verify`` and ``report``
+from a fresh process all see the files every node wrote, and the bytes in the
+bucket are the bytes a local run writes.
 
-The store is process-global and travels to Ray workers as the environment
-variable ``CODECORPUS_RUN_STORE`` (the URL and the local mirror root, never a
-credential): credentials come from the usual AWS variables or files on each
-node (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL``).
+The bucket is the truth of a listing, not a merge with the mirror: a mirror
+can hold files another node has since removed (a stage reset, the members of a
+merged token shard), and every file a writer finishes is in the bucket before
+the writer returns. Temporary files are the one local-only thing (never
+published); ``atomic.remove_stale_temps`` lists them locally on purpose.
 
-Limits: a reader that *lists* a run directory (rather than opening a named
-file) sees only the local mirror; the runtime's task inputs are all named
-files, and ``sync_down`` fetches a whole subtree for the report and verify.
+Each node keeps its own mirror: its root is ``mirror_root(url)`` under that
+node's ``CODECORPUS_CACHE_DIR`` (default ``~/.cache/codecorpus/runs``). The store
+travels to Ray workers as the environment variable ``CODECORPUS_RUN_STORE``
+(the URL and the driver's mirror root, never a credential). Paths the driver
+names (a task's ``RunPaths``, any path under the driver's root) are rebased
+onto the worker's own root by ``node_path``, so nodes whose cache
+directories differ need no shared file system and no shared path layout.
+Credentials come from the usual AWS variables or files on each node
+(``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import functools
 import hashlib
 import json
 import os
 import shutil
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +49,16 @@ CACHE_ENV = "CODECORPUS_CACHE_DIR"
 
 @dataclass(frozen=True)
 class RunStore:
+    """An S3 run directory as this process sees it.
+
+    ``local_root`` is this node's mirror; ``origin_root`` is the mirror root of the
+    process that activated the store (the driver), under which the paths in task
+    arguments are spelled. On the driver, and wherever the two agree, they are equal.
+    """
+
     url: str
     local_root: str
+    origin_root: str = ""
 
     @property
     def bucket(self) -> str:
@@ -48,17 +68,30 @@ class RunStore:
     def prefix(self) -> str:
         return self.url.removeprefix("s3://").partition("/")[2].strip("/")
 
+    def relative(self, path: Path | str) -> str | None:
+        """``path`` relative to the run (under this node's or the driver's root), or None outside it."""
+        resolved = Path(path).resolve()
+        for root in dict.fromkeys((self.local_root, self.origin_root or self.local_root)):
+            with contextlib.suppress(ValueError):
+                rel = resolved.relative_to(Path(root).resolve()).as_posix()
+                return "" if rel == "." else rel
+        return None
+
     def key(self, path: Path | str) -> str | None:
-        """The object key of a local mirror path, or None when the path is not in the run."""
-        try:
-            rel = Path(path).resolve().relative_to(Path(self.local_root).resolve())
-        except ValueError:
+        """The object key of a run path, or None when the path is not in the run."""
+        rel = self.relative(path)
+        if rel is None:
             return None
-        return f"{self.prefix}/{rel.as_posix()}" if self.prefix else rel.as_posix()
+        return "/".join(part for part in (self.prefix, rel) if part)
+
+    def node_path(self, path: Path | str) -> Path:
+        """Where a run path lives on this node (a path outside the run is returned as it is)."""
+        rel = self.relative(path)
+        return Path(path) if rel is None else Path(self.local_root, rel) if rel else Path(self.local_root)
 
 
 def mirror_root(url: str) -> Path:
-    """Where the local mirror of an S3 run lives (stable per URL, so a rerun reuses it)."""
+    """Where this node's mirror of an S3 run lives (stable per URL, so a rerun reuses it)."""
     base = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "codecorpus" / "runs")
     return base / hashlib.sha256(url.encode()).hexdigest()[:16]
 
@@ -67,11 +100,12 @@ def activate(url: str) -> RunStore:
     """Make ``url`` this process's (and its future Ray workers') run store."""
     if not url.startswith("s3://") or not url.removeprefix("s3://").partition("/")[0]:
         raise ValueError(f"--out {url!r}: an S3 run directory is s3://BUCKET/PREFIX")
-    store = RunStore(url.rstrip("/"), str(mirror_root(url)))
-    Path(store.local_root).mkdir(parents=True, exist_ok=True)
-    os.environ[STORE_ENV] = json.dumps(asdict(store))
+    url = url.rstrip("/")
+    root = str(mirror_root(url))
+    Path(root).mkdir(parents=True, exist_ok=True)
+    os.environ[STORE_ENV] = json.dumps({"url": url, "local_root": root})
     _active.cache_clear()
-    return store
+    return RunStore(url, root, root)
 
 
 def deactivate() -> None:
@@ -82,11 +116,21 @@ def deactivate() -> None:
 @functools.cache
 def _active() -> RunStore | None:
     raw = os.environ.get(STORE_ENV)
-    return RunStore(**json.loads(raw)) if raw else None
+    if not raw:
+        return None
+    sent = json.loads(raw)
+    return RunStore(sent["url"], str(mirror_root(sent["url"])), sent["local_root"])
 
 
 def active() -> RunStore | None:
     return _active()
+
+
+def node_path(path: Path | str) -> Path:
+    """``path`` on this node: a path under the driver's mirror of the active run is rebased
+    onto this node's mirror; any other path (a local run, an input) is unchanged."""
+    store = active()
+    return store.node_path(path) if store else Path(path)
 
 
 @functools.cache
@@ -102,22 +146,30 @@ def _client() -> Any:
     )
 
 
+def _keys(store: RunStore, prefix: str, recursive: bool = True) -> Iterator[str]:
+    """Object keys under ``prefix`` (one directory level only when not ``recursive``)."""
+    pages = _client().get_paginator("list_objects_v2").paginate(
+        Bucket=store.bucket, Prefix=prefix, **({} if recursive else {"Delimiter": "/"}))
+    for page in pages:
+        for obj in page.get("Contents", []):
+            yield obj["Key"]
+
+
 def publish(path: Path) -> None:
     """Upload a just-renamed run file (no-op without an active store or outside the run)."""
     store = active()
     key = store.key(path) if store else None
     if key is not None:
-        _client().upload_file(str(path), store.bucket, key)
+        _client().upload_file(str(store.node_path(path)), store.bucket, key)
 
 
 def ensure_local(path: Path | str) -> Path:
-    """``path``, downloaded from the store first if the mirror lacks it (and the store has it)."""
-    path = Path(path)
+    """``path`` on this node, downloaded from the store first if the mirror lacks it (and the store has it)."""
     store = active()
-    if store is None or path.exists():
-        return path
-    key = store.key(path)
-    if key is None:
+    if store is None:
+        return Path(path)
+    key, path = store.key(path), store.node_path(path)
+    if key is None or path.exists():
         return path
     from botocore.exceptions import ClientError
 
@@ -133,8 +185,56 @@ def ensure_local(path: Path | str) -> Path:
     return path
 
 
+def exists(path: Path | str) -> bool:
+    """Whether a run file is in this node's mirror or in the store (a HEAD request: nothing is
+    downloaded, so checking a multi-GB shard costs no transfer; readers call ``ensure_local``)."""
+    store = active()
+    key = store.key(path) if store else None
+    if key is None:
+        return Path(path).is_file()
+    if store.node_path(path).is_file():
+        return True
+    from botocore.exceptions import ClientError
+
+    try:
+        _client().head_object(Bucket=store.bucket, Key=key)
+    except ClientError as err:
+        if err.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            return False
+        raise
+    return True
+
+
+def list_files(directory: Path | str, pattern: str = "*", *, fetch: bool = False) -> list[Path]:
+    """The files under ``directory`` whose relative path matches ``pattern``, sorted.
+
+    ``pattern`` is matched part by part like ``Path.glob`` (``*/_stats.json``: one
+    level down; ``**`` is not supported). With an active store the listing is the
+    bucket's, so it holds what every node wrote; ``fetch`` also downloads each
+    file into the mirror, for readers (pyarrow datasets) that open them by path.
+    Without a store, or outside the run, it is the local directory's.
+    """
+    if "**" in pattern:
+        raise ValueError(f"list_files({directory}, {pattern!r}): '**' is not supported; name each level")
+    store = active()
+    prefix = store.key(directory) if store else None
+    if prefix is None:
+        return sorted(p for p in Path(directory).glob(pattern) if p.is_file())
+    prefix = f"{prefix}/" if prefix else ""
+    want = pattern.split("/")
+    local = store.node_path(directory)
+    found = []
+    for key in _keys(store, prefix, recursive=len(want) > 1):
+        parts = key[len(prefix):].split("/")
+        if len(parts) == len(want) and all(fnmatch.fnmatchcase(p, w) for p, w in zip(parts, want, strict=True)):
+            found.append(local.joinpath(*parts))
+    found.sort()
+    return [ensure_local(p) for p in found] if fetch else found
+
+
 def remove_tree(path: Path) -> None:
     """Delete a run subtree locally and in the store (a stage reset)."""
+    path = node_path(path)
     shutil.rmtree(path, ignore_errors=True)
     store = active()
     key = store.key(path) if store else None
@@ -148,6 +248,7 @@ def remove_tree(path: Path) -> None:
 
 
 def remove_file(path: Path) -> None:
+    path = node_path(path)
     path.unlink(missing_ok=True)
     store = active()
     key = store.key(path) if store else None
@@ -157,14 +258,12 @@ def remove_file(path: Path) -> None:
 
 
 def sync_down(path: Path) -> None:
-    """Fetch every object under a run subtree into the mirror (for listings: report, verify)."""
+    """Fetch every object under a run subtree into the mirror (verify reads every shard file)."""
     store = active()
     key = store.key(path) if store else None
     if key is None:
         return
-    client = _client()
-    root = Path(store.local_root)
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=store.bucket, Prefix=key.rstrip("/")):
-        for obj in page.get("Contents", []):
-            rel = obj["Key"][len(store.prefix) + 1 :] if store.prefix else obj["Key"]
-            ensure_local(root / rel)
+    prefix = f"{key}/" if key else ""
+    local = store.node_path(path)
+    for found in _keys(store, prefix):
+        ensure_local(local.joinpath(*found[len(prefix):].split("/")))

@@ -40,6 +40,7 @@ from codecorpus.sft.task import sft_output
 from codecorpus.sft.template import choose_template
 from codecorpus.stage import MapResult
 from codecorpus.storage.atomic import atomic_writer, sha256_file
+from codecorpus.storage.mirror import ensure_local
 from codecorpus.storage.parquet import read_parquet
 from codecorpus.tasks import columns as C
 from codecorpus.tasks import commits, swebench
@@ -136,7 +137,7 @@ def merge_task(ctx: TaskContext, n_shards: int, cfg: TaskSetConfig, marker: str)
     t0 = time.perf_counter()
     out: dict[str, Any] = {}
     for split in SPLITS if cfg.eval_after is not None else SPLITS[:1]:
-        handles = [records_path(ctx.run, ctx.stage, split, s).open(encoding="utf-8") for s in range(n_shards)]
+        handles = [ensure_local(records_path(ctx.run, ctx.stage, split, s)).open(encoding="utf-8") for s in range(n_shards)]
         try:
             path = ctx.run.root / TASKS_DIR / FILES[split]
             n = _write_lines(path, heapq.merge(*handles, key=_sort_key))

@@ -37,6 +37,7 @@ from tokenizers import decoders, models, pre_tokenizers, trainers
 from codecorpus import schema
 from codecorpus.config import RecipeError, TokenizerConfig, TrainTokenizerConfig
 from codecorpus.storage.atomic import atomic_write_bytes
+from codecorpus.storage.mirror import ensure_local
 
 ENDOFTEXT = "<|endoftext|>"
 EOS_CANDIDATES = (ENDOFTEXT, "</s>", "<eos>", "<|end_of_text|>")
@@ -134,7 +135,7 @@ def load_tokenizer(cfg: TokenizerConfig) -> Tokenizer:
     if cfg.hf_name is not None:
         return _load_hf_json(cached_hf_tokenizer(cfg.hf_name, cfg.hf_cache), cfg, name=cfg.hf_name)
     if cfg.path is not None:
-        path = Path(cfg.path)
+        path = ensure_local(cfg.path)  # a tokenizer trained into an S3 run: this node's copy
         if not path.is_file():
             raise RecipeError(
                 f"no tokenizer file at {path}: set tokenizer.path to an existing "
