@@ -34,7 +34,7 @@ import enry
 import enry.definitions as enry_lib
 
 from codecorpus import schema
-from codecorpus.langid import languages
+from codecorpus.langid import content_model, languages
 
 _HEAD_BYTES = 16 * 1024
 """Content the heuristics and the classifier see. Linguist reads the whole blob; the
@@ -69,7 +69,8 @@ def basename(path: str) -> str:
 
 
 def detect(path: str, text: str, *, magika: bool = True, magika_min_score: float = 0.5,
-           shebang: bool = True, magika_unlisted_code: bool = False) -> tuple[str, str]:
+           shebang: bool = True, magika_unlisted_code: bool = False,
+           use_content_model: bool = True) -> tuple[str, str]:
     """(Linguist language or ``unknown``, lang_method) of one file.
 
     >>> detect("src/app/main.py", "import os\\n")
@@ -106,10 +107,10 @@ def detect(path: str, text: str, *, magika: bool = True, magika_min_score: float
             return by_ext, "extension"
     if lang:
         return lang, method
-    if magika and len(data.strip()) >= MIN_MAGIKA_BYTES:
-        guess = _magika_guess(data, magika_min_score)
-        if guess is not None and (magika_unlisted_code or not _unlisted_code(name, guess)):
-            return guess, "magika"
+    if (magika or use_content_model) and len(data.strip()) >= MIN_MAGIKA_BYTES:
+        guess, how = _content_guess(data, magika, magika_min_score, use_content_model)
+        if guess != schema.UNKNOWN and (magika_unlisted_code or not _unlisted_code(name, guess)):
+            return guess, how
     return _table(name, text, shebang)
 
 
@@ -270,13 +271,61 @@ def _magika() -> Any:
 
 
 def _magika_guess(data: bytes, min_score: float) -> str | None:
+    """magika's Linguist label when its score reaches ``min_score``."""
+    found = magika_label(data)
+    return found[0] if found is not None and found[1] >= min_score and found[0] != schema.UNKNOWN else None
+
+
+def magika_label(data: bytes) -> tuple[str, float] | None:
+    """magika's label on the bytes as a Linguist name (``unknown`` for its labels Linguist lacks:
+    plain text, binary formats), with its score; None when magika gives no answer."""
     result = _magika().identify_bytes(data)
     if not result.ok:
         return None
-    label = str(result.output.label)
-    if result.score < min_score:
-        return None
-    return MAGIKA_TO_LINGUIST.get(label)
+    return MAGIKA_TO_LINGUIST.get(str(result.output.label), schema.UNKNOWN), float(result.score)
+
+
+CONTENT_MODEL_MIN_MARGIN = 0.2
+MAGIKA_FIRST_SCORE = 0.95
+"""Thresholds of :func:`combine`, chosen by ``bench/langid_train.py --validate`` on the training
+packages (held out by package), never on the bench's files."""
+
+
+def combine(model_lang: str, margin: float, magika: tuple[str, float] | None, min_margin: float,
+            magika_first: float, magika_min: float = 0.5) -> tuple[str, str]:
+    """(label, method) from the content model's guess (with its margin) and magika's.
+
+    magika first where it is sure (score >= ``magika_first``, ``unknown`` included: plain text);
+    then the model where its margin is at least ``min_margin``; then magika above
+    ``magika_min``; else ``unknown``.
+
+    >>> combine("Lua", 0.4, ("JSON", 0.99), 0.2, 0.95), combine("Lua", 0.4, ("SQL", 0.7), 0.2, 0.95)
+    (('JSON', 'magika'), ('Lua', 'content_model'))
+    >>> combine("Lua", 0.05, ("SQL", 0.7), 0.2, 0.95), combine("Lua", 0.05, None, 0.2, 0.95)
+    (('SQL', 'magika'), ('unknown', 'unknown'))
+    """
+    if magika is not None and magika[1] >= magika_first:
+        return magika[0], "magika" if magika[0] != schema.UNKNOWN else schema.UNKNOWN
+    if margin >= min_margin:
+        return model_lang, CONTENT_MODEL_METHOD
+    if magika is not None and magika[1] >= magika_min and magika[0] != schema.UNKNOWN:
+        return magika[0], "magika"
+    return schema.UNKNOWN, schema.UNKNOWN
+
+
+CONTENT_MODEL_METHOD = "content_model"
+
+
+def _content_guess(data: bytes, use_magika: bool, magika_min_score: float,
+                   use_model: bool) -> tuple[str, str]:
+    """(label, method) of bytes alone: codecorpus's content model and magika, as :func:`combine` rules."""
+    found = magika_label(data) if use_magika else None
+    if not use_model:
+        if found is not None and found[1] >= magika_min_score and found[0] != schema.UNKNOWN:
+            return found[0], "magika"
+        return schema.UNKNOWN, schema.UNKNOWN
+    model_lang, margin = content_model.load().predict(data)
+    return combine(model_lang, margin, found, CONTENT_MODEL_MIN_MARGIN, MAGIKA_FIRST_SCORE, magika_min_score)
 
 
 def _table(name: str, text: str, shebang: bool) -> tuple[str, str]:
