@@ -49,7 +49,7 @@ Goals: named >= 0.99, content >= 0.90, over the popular languages with at least
 programming languages of the corpus are listed apart. Accuracy does not depend on the
 machine's load; the docs/s printed are informational, not a timed benchmark.
 
-    python bench/langid_bench.py [--per-lang 200]
+    python bench/langid_bench.py [--per-lang 200] [--no-content-model]
 """
 
 from __future__ import annotations
@@ -227,13 +227,13 @@ def collect(per_lang: int) -> tuple[list[tuple[str, str, str, str]], Counter[str
     return out, on_machine, left_out
 
 
-def evaluate(files: list[tuple[str, str, str, str]], mode: str) -> tuple[list[str], float]:
-    """The detector's answer per file in ``mode``, and files per second."""
+def evaluate(files: list[tuple[str, str, str, str]], mode: str, model: bool = True) -> tuple[list[str], float]:
+    """The detector's answer per file in ``mode`` (with or without the content model), and files per second."""
     answers = []
     t0 = time.perf_counter()
     for i, (path, text, _, _) in enumerate(files):
         shown = path if mode == "named" else f"file{i}"
-        answers.append(detector.detect(shown, text)[0])
+        answers.append(detector.detect(shown, text, use_content_model=model)[0])
     return answers, len(files) / max(time.perf_counter() - t0, 1e-9)
 
 
@@ -292,6 +292,8 @@ def report(files, on_machine: Counter[str], answers: dict[str, list[str]]) -> di
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--per-lang", type=int, default=200)
+    ap.add_argument("--no-content-model", action="store_true",
+                    help="the chain without codecorpus's content model (magika alone on content), to compare")
     args = ap.parse_args()
     t0 = time.perf_counter()
     files, on_machine, left_out = collect(args.per_lang)
@@ -301,7 +303,7 @@ def main() -> None:
           f"collected in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     answers, speed = {}, {}
     for mode in ("named", "content"):
-        answers[mode], speed[mode] = evaluate(files, mode)
+        answers[mode], speed[mode] = evaluate(files, mode, model=not args.no_content_model)
     report(files, on_machine, answers)
     unknown = sum(a == schema.UNKNOWN for a in answers["content"])
     print(f"content mode: {unknown} of {len(files)} files unknown")

@@ -101,8 +101,8 @@ class ContentModel:
         raw = gzip.decompress(blob)
         size = int.from_bytes(raw[:4], "little")
         header = json.loads(raw[4:4 + size])
-        if header["format"] != _FORMAT:
-            raise ValueError(f"not a content model: {header['format']!r}")
+        if header.get("format") != _FORMAT:
+            raise ValueError(f"not a content model: {header.get('format')!r}")
         k, n_lang = header["features"], len(header["languages"])
         body = raw[4 + size:]
         ids = np.frombuffer(body[:4 * k], dtype="<u4").astype(np.uint32)
@@ -127,28 +127,19 @@ def train(docs: Iterable[tuple[bytes, str, str]], *, n_features: int = 40_000, a
     additive smoothing ``alpha``; the weights are those log-probabilities minus their mean over
     the languages, so unmatched features cost nothing.
     """
-    langs: list[str] = []
-    lang_ix: dict[str, int] = {}
     rows: list[np.ndarray] = []
-    row_lang: list[int] = []
-    groups_of: dict[int, set[str]] = {}
+    row_lang: list[str] = []
+    row_group: list[str] = []
     for data, lang, group in docs:
-        if lang not in lang_ix:
-            lang_ix[lang] = len(langs)
-            langs.append(lang)
-        feats = features(data)
-        rows.append(feats)
-        row_lang.append(lang_ix[lang])
-        groups_of.setdefault(len(rows) - 1, set()).add(group)
-    group_names = sorted({g for gs in groups_of.values() for g in gs})
-    group_ix = {g: i for i, g in enumerate(group_names)}
-    row_group = np.array([group_ix[next(iter(groups_of[i]))] for i in range(len(rows))], np.int64)
-    order = sorted(range(len(langs)), key=lambda i: langs[i])  # languages in name order: stable output
-    remap = np.empty(len(langs), np.int64)
-    remap[order] = np.arange(len(langs))
-    labels = remap[np.array(row_lang, np.int64)]
-    langs = [langs[i] for i in order]
-    return _fit(rows, labels, row_group, tuple(langs), n_features, alpha, min_groups)
+        rows.append(features(data))
+        row_lang.append(lang)
+        row_group.append(group)
+    langs = sorted(set(row_lang))  # languages in name order: the output does not depend on file order
+    lang_ix = {lang: i for i, lang in enumerate(langs)}
+    group_ix = {g: i for i, g in enumerate(sorted(set(row_group)))}
+    labels = np.array([lang_ix[lang] for lang in row_lang], np.int64)
+    groups = np.array([group_ix[g] for g in row_group], np.int64)
+    return _fit(rows, labels, groups, tuple(langs), n_features, alpha, min_groups)
 
 
 def _fit(rows: list[np.ndarray], labels: np.ndarray, row_group: np.ndarray, langs: tuple[str, ...],
@@ -159,8 +150,9 @@ def _fit(rows: list[np.ndarray], labels: np.ndarray, row_group: np.ndarray, lang
     n_lang = len(langs)
     df = np.zeros((len(vocab), n_lang), np.float64)
     np.add.at(df, (inverse, labels[doc_of]), 1)
-    pairs = np.unique(np.stack([inverse, row_group[doc_of]]), axis=1)
-    n_groups = np.bincount(pairs[0], minlength=len(vocab))
+    n_all_groups = int(row_group.max()) + 1 if len(row_group) else 1
+    pairs = np.unique(inverse.astype(np.int64) * n_all_groups + row_group[doc_of])
+    n_groups = np.bincount(pairs // n_all_groups, minlength=len(vocab))
     candidate = np.flatnonzero(n_groups >= min_groups)
     docs_per_lang = np.bincount(labels, minlength=n_lang).astype(np.float64)
     gain = _information_gain(df[candidate], docs_per_lang)

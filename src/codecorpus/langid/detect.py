@@ -296,8 +296,9 @@ def combine(model_lang: str, margin: float, magika: tuple[str, float] | None, mi
     """(label, method) from the content model's guess (with its margin) and magika's.
 
     magika first where it is sure (score >= ``magika_first``, ``unknown`` included: plain text);
-    then the model where its margin is at least ``min_margin``; then magika above
-    ``magika_min``; else ``unknown``.
+    then the model where its margin is at least ``min_margin`` and it names a programming
+    language (its prose and data classes, Text, Markdown, JSON, say "not code", and leave the
+    answer to magika); then magika above ``magika_min`` (``unknown`` included); else ``unknown``.
 
     >>> combine("Lua", 0.4, ("JSON", 0.99), 0.2, 0.95), combine("Lua", 0.4, ("SQL", 0.7), 0.2, 0.95)
     (('JSON', 'magika'), ('Lua', 'content_model'))
@@ -306,7 +307,7 @@ def combine(model_lang: str, margin: float, magika: tuple[str, float] | None, mi
     """
     if magika is not None and magika[1] >= magika_first:
         return magika[0], "magika" if magika[0] != schema.UNKNOWN else schema.UNKNOWN
-    if margin >= min_margin:
+    if margin >= min_margin and enry.get_language_type(model_lang) == "programming":
         return model_lang, CONTENT_MODEL_METHOD
     if magika is not None and magika[1] >= magika_min and magika[0] != schema.UNKNOWN:
         return magika[0], "magika"
