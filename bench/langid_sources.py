@@ -40,6 +40,7 @@ from pathlib import Path
 CACHE = Path(os.environ.get("CODECORPUS_LANGID_CACHE", Path.home() / ".cache" / "codecorpus" / "langid"))
 MAX_BYTES = 200_000
 MIN_BYTES = 16
+MAX_JAR_BYTES = 64_000_000
 ARCHIVE_SUFFIXES = (".deb", ".tgz", ".tar.gz", ".tar.xz", ".tar.bz2", ".zip", ".jar")
 MANIFEST = "train-manifest.txt"
 """sha1 of every training file's text (one a line), written by the training run."""
@@ -241,8 +242,9 @@ def _tar_members(fileobj: io.BufferedIOBase | io.BytesIO) -> Iterator[tuple[str,
         for info in tar:
             if info.isfile() and info.size > 0:
                 f = tar.extractfile(info)
-                if f is not None:
-                    yield info.name.removeprefix("./"), f.read(MAX_BYTES)
+                if f is not None:  # a jar is read whole, to open its members
+                    whole = info.name.endswith(".jar") and info.size <= MAX_JAR_BYTES
+                    yield info.name.removeprefix("./"), f.read() if whole else f.read(MAX_BYTES)
 
 
 def _zip_members(data: bytes) -> Iterator[tuple[str, bytes]]:
@@ -270,7 +272,7 @@ def members(path: Path) -> Iterator[tuple[str, bytes]]:
 
 def _expand(items: Iterator[tuple[str, bytes]]) -> Iterator[tuple[str, bytes]]:
     for member, data in items:
-        if member.endswith(".jar") and len(data) < MAX_BYTES:
+        if member.endswith(".jar") and len(data) <= MAX_JAR_BYTES:
             for inner, inner_data in _zip_members(data):
                 yield f"{member}!{inner}", inner_data
         elif not member.endswith(".jar"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
+import enry
 import pytest
 
 from codecorpus import schema
@@ -12,8 +13,8 @@ from codecorpus.langid import content_model
 from codecorpus.langid import detect as detector
 from codecorpus.langid import stage as langid
 
-# Small files as their projects write them (lightly cut): each a language magika has no
-# label for, or confuses, and Linguist's chain cannot name without a file name.
+# Small files as their projects write them (lightly cut), which Linguist's chain cannot name
+# without a file name.
 LUA = b"""local M = {}
 
 --- Split a string into a list of fields.
@@ -98,16 +99,40 @@ def test_the_shipped_model_names_a_file_by_its_content(lang: str, text: bytes) -
     assert got == lang and method in (detector.CONTENT_MODEL_METHOD, "magika")
 
 
-def test_without_the_model_these_files_are_not_named() -> None:
-    """The model is what names them: magika alone (the chain before it) misses at least one."""
-    answers = [detector.detect("file0", t.decode(), use_content_model=False)[0] for _, t in CASES]
-    assert answers != [lang for lang, _ in CASES]
+OCTAVE_FA = """## fA.m
+function y = fA (x, f)
+  global gfun
+  if (nargin < 2)
+    y = fA (x, gfun);
+  else
+    w = feval (f, x);
+    y = feval (@fB, w);
+  endif
+endfunction
+"""
+"""Octave 7.3's ``etc/tests/fixed/bug-35448/fA.m`` as Debian ships it: no ``%`` comment, so no
+``.m`` heuristic of Linguist matches, and its classifier says M (MUMPS)."""
+
+
+def test_an_ambiguous_extension_goes_to_the_model_where_linguists_classifier_picks_a_stranger() -> None:
+    assert detector.detect("bug-35448/fA.m", OCTAVE_FA, use_content_model=False) == ("M", "classifier")
+    # M is no language the model was shown; among the .m candidates it knows (MATLAB, Objective-C) it is sure
+    assert "M" not in content_model.load().languages
+    assert detector.detect("bug-35448/fA.m", OCTAVE_FA) == ("MATLAB", "content_model")
+
+
+def test_where_linguists_classifier_picks_a_language_the_model_knows_it_stands() -> None:
+    """``.f`` in eight-space indentation: Linguist's classifier says Forth; the model knows Fortran only
+    among the candidates, so it cannot weigh them and Linguist's answer (and the vote after it) stands."""
+    indented = "        subroutine subb(k)\n          real(8), intent(inout) :: k(:)\n          k=k+1\n        endsubroutine\n"
+    assert detector.detect("src/indented.f", indented) == ("Forth", "classifier")
+    assert content_model.load().predict_among(indented.encode(), detector.extension_candidates(".f")) is None
 
 
 def test_the_stage_records_the_model_and_can_turn_it_off() -> None:
-    assert langid.detect("bin/x", LUA.decode(), LangidConfig()) == ("Lua", "code", "content_model")
-    off = langid.detect("bin/x", LUA.decode(), LangidConfig(content_model=False))
-    assert off[2] != "content_model"
+    assert langid.detect("bug-35448/fA.m", OCTAVE_FA, LangidConfig()) == ("MATLAB", "code", "content_model")
+    off = langid.detect("bug-35448/fA.m", OCTAVE_FA, LangidConfig(content_model=False))
+    assert off == ("M", "code", "classifier")
     assert "content_model" in schema.LANG_METHODS
 
 
@@ -119,13 +144,15 @@ def test_an_unlisted_extension_gets_no_programming_language_from_the_model() -> 
     assert detector.detect("bin/queue", ERLANG.decode())[0] == "Erlang"
 
 
-def test_prose_that_magika_is_sure_of_is_no_language() -> None:
-    """A licence without a name: the model only knows code and names some language, magika is sure
-    it is plain text, and text is not code."""
-    found = detector.magika_label(PROSE.encode())
-    assert found is not None and found[0] == schema.UNKNOWN and found[1] >= detector.MAGIKA_FIRST_SCORE
-    assert content_model.load().predict(PROSE.encode())[0] != schema.UNKNOWN  # the model alone would say code
-    assert detector.detect("file0", PROSE)[0] == schema.UNKNOWN
+def test_prose_is_no_programming_language() -> None:
+    """A licence without a name: the model names no programming language for it (its prose and data
+    classes), so magika decides, and plain text is no language."""
+    guess, _ = content_model.load().predict(PROSE.encode())
+    assert guess in content_model.load().languages
+    assert enry.get_language_type(guess) != "programming"
+    assert detector.detect("file0", PROSE) == (schema.UNKNOWN, schema.UNKNOWN)
+    # the same text with a Lua function below it is code again
+    assert detector.detect("file0", "--[[\n" + PROSE + "]]\n" + LUA.decode())[0] == "Lua"
 
 
 def test_combine_orders_magika_and_the_model() -> None:

@@ -90,6 +90,18 @@ class ContentModel:
         order = np.argsort(-scores, kind="stable")
         return self.languages[order[0]], float(scores[order[0]] - scores[order[1]]) / n
 
+    def predict_among(self, data: bytes, candidates: tuple[str, ...]) -> tuple[str, float] | None:
+        """(best language, margin) among the ``candidates`` the model knows; None unless it knows two."""
+        known = [self.languages.index(c) for c in candidates if c in self.languages]
+        if len(known) < 2:
+            return None
+        scores, n = self.scores(data)
+        if n == 0:
+            return None
+        sub = scores[known]
+        order = np.argsort(-sub, kind="stable")
+        return self.languages[known[order[0]]], float(sub[order[0]] - sub[order[1]]) / n
+
     def to_bytes(self) -> bytes:
         header = json.dumps({"format": _FORMAT, "languages": list(self.languages), "features": len(self.ids),
                              "scale": self.scale}, sort_keys=True).encode()

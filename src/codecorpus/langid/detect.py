@@ -100,6 +100,12 @@ def detect(path: str, text: str, *, magika: bool = True, magika_min_score: float
         by_table = _table_shebang(text)
         if by_table is not None:
             return by_table, "shebang"
+    if method == "classifier" and use_content_model:
+        # Linguist's classifier chose a language the content model was never shown (M, MUF, Mercury
+        # for a ``.m`` file): the model, trained on far more files, chooses among the candidates it knows
+        better = _model_among_candidates(name, data, lang)
+        if better is not None:
+            return better, CONTENT_MODEL_METHOD
     if method == "classifier" and len(data.strip()) < MIN_CLASSIFIER_BYTES:
         # the classifier on (almost) nothing is a coin toss: prefer the extension's usual language
         by_ext = languages.language_from_extension(name)
@@ -315,6 +321,16 @@ def combine(model_lang: str, margin: float, magika: tuple[str, float] | None, mi
 
 
 CONTENT_MODEL_METHOD = "content_model"
+
+
+def _model_among_candidates(name: str, data: bytes, lang: str) -> str | None:
+    """The content model's pick among an ambiguous extension's candidates, where Linguist's classifier
+    picked ``lang``, a language the model does not know, and the model knows two candidates or more."""
+    model = content_model.load()
+    if lang in model.languages:
+        return None
+    found = model.predict_among(data, extension_candidates(extension(name)))
+    return found[0] if found is not None and found[1] >= CONTENT_MODEL_MIN_MARGIN else None
 
 
 def _content_guess(data: bytes, use_magika: bool, magika_min_score: float,
