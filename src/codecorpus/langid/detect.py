@@ -100,17 +100,10 @@ def detect(path: str, text: str, *, magika: bool = True, magika_min_score: float
         by_table = _table_shebang(text)
         if by_table is not None:
             return by_table, "shebang"
-    if method == "classifier" and use_content_model:
-        # Linguist's classifier chose a language the content model was never shown (M, MUF, Mercury
-        # for a ``.m`` file): the model, trained on far more files, chooses among the candidates it knows
-        better = _model_among_candidates(name, data, lang)
-        if better is not None:
-            return better, CONTENT_MODEL_METHOD
-    if method == "classifier" and len(data.strip()) < MIN_CLASSIFIER_BYTES:
-        # the classifier on (almost) nothing is a coin toss: prefer the extension's usual language
-        by_ext = languages.language_from_extension(name)
-        if by_ext is not None:
-            return by_ext, "extension"
+    if method == "classifier":
+        revised = _revise_classifier(name, data, lang, use_content_model)
+        if revised is not None:
+            return revised
     if lang:
         return lang, method
     if (magika or use_content_model) and len(data.strip()) >= MIN_MAGIKA_BYTES:
@@ -118,6 +111,24 @@ def detect(path: str, text: str, *, magika: bool = True, magika_min_score: float
         if guess != schema.UNKNOWN and (magika_unlisted_code or not _unlisted_code(name, guess)):
             return guess, how
     return _table(name, text, shebang)
+
+
+def _revise_classifier(name: str, data: bytes, lang: str, use_content_model: bool) -> tuple[str, str] | None:
+    """A better answer than Linguist's classifier's ``lang`` for an ambiguous extension, or None.
+
+    Where it chose a language the content model was never shown (M, MUF, Mercury for a ``.m``
+    file), the model, trained on far more files, chooses among the candidates it knows. On
+    (almost) no content the classifier is a coin toss: the extension's usual language wins.
+    """
+    if use_content_model:
+        better = _model_among_candidates(name, data, lang)
+        if better is not None:
+            return better, CONTENT_MODEL_METHOD
+    if len(data.strip()) < MIN_CLASSIFIER_BYTES:
+        by_ext = languages.language_from_extension(name)
+        if by_ext is not None:
+            return by_ext, "extension"
+    return None
 
 
 def extension(path: str) -> str:
