@@ -17,7 +17,7 @@ and stores per language their centered log-probabilities as int8 with one scale:
 ``content_model.bin.gz`` (gzip, mtime 0: the same training files give the same bytes).
 
 ``predict`` returns the best language and a margin: the score difference between the
-best and the second language per matched feature (0 when nothing matched).
+best and the second language per matched feature (0 below ``MIN_FEATURES`` matched).
 """
 
 from __future__ import annotations
@@ -40,6 +40,9 @@ HEAD_BYTES = 16 * 1024
 _TOKEN = re.compile(rb"[A-Za-z_$@][A-Za-z0-9_$]*|[0-9][0-9A-Za-z_.]*|[^\sA-Za-z0-9_$@]{1,3}")
 _LINE_START = re.compile(rb"(?m)^[ \t]*([A-Za-z_$@][A-Za-z0-9_$]*|[^\sA-Za-z0-9_$@]{1,3})")
 _FORMAT = "codecorpus-content-model/1"
+MIN_FEATURES = 32
+"""A guess from fewer matched features is no evidence: the margin is 0 (a wheel's 4-line ``WHEEL``
+file matches 16, and looks like Go)."""
 
 
 def tokens(data: bytes) -> list[bytes]:
@@ -78,25 +81,26 @@ class ContentModel:
         return self.weights[hit].sum(axis=0, dtype=np.int64) * self.scale, len(hit)
 
     def predict(self, data: bytes) -> tuple[str, float]:
-        """(best language, margin per matched feature); margin 0 when no feature matched.
+        """(best language, margin per matched feature); margin 0 below ``MIN_FEATURES`` matched.
 
         >>> model = load()
         >>> model.predict(b"defmodule Greeter do\\n  def hello(name), do: IO.puts(\\"hi #{name}\\")\\nend\\n")[0]
         'Elixir'
         """
         scores, n = self.scores(data)
-        if n == 0:
-            return self.languages[0], 0.0
+        if n < MIN_FEATURES:
+            return self.languages[int(np.argmax(scores))], 0.0
         order = np.argsort(-scores, kind="stable")
         return self.languages[order[0]], float(scores[order[0]] - scores[order[1]]) / n
 
     def predict_among(self, data: bytes, candidates: tuple[str, ...]) -> tuple[str, float] | None:
-        """(best language, margin) among the ``candidates`` the model knows; None unless it knows two."""
+        """(best language, margin) among the ``candidates`` the model knows; None unless it knows two
+        (and ``MIN_FEATURES`` matched)."""
         known = [self.languages.index(c) for c in candidates if c in self.languages]
         if len(known) < 2:
             return None
         scores, n = self.scores(data)
-        if n == 0:
+        if n < MIN_FEATURES:
             return None
         sub = scores[known]
         order = np.argsort(-sub, kind="stable")

@@ -303,7 +303,7 @@ def magika_label(data: bytes) -> tuple[str, float] | None:
 
 
 CONTENT_MODEL_MIN_MARGIN = 0.2
-MAGIKA_FIRST_SCORE = 0.95
+MAGIKA_FIRST_SCORE = 0.8
 """Thresholds of :func:`combine`, chosen by ``bench/langid_train.py --validate`` on the training
 packages (held out by package), never on the bench's files."""
 
