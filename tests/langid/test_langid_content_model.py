@@ -184,3 +184,27 @@ def test_training_is_deterministic_and_the_file_round_trips() -> None:
     assert [model.predict(t)[0] for t, _, _ in docs] == [lang for _, lang, _ in docs]
     with pytest.raises(ValueError, match="not a content model"):
         content_model.ContentModel.from_bytes(content_model.gzip.compress(b"\x02\x00\x00\x00{}" ))
+
+
+def _record_of_this_package() -> str:
+    """The ``RECORD`` a wheel of codecorpus would hold: path, sha256 (urlsafe base64), size per file."""
+    import base64
+    from pathlib import Path
+
+    root = Path(content_model.__file__).resolve().parents[2]
+    lines = []
+    for p in sorted(root.glob("codecorpus/**/*.py")):
+        digest = base64.urlsafe_b64encode(hashlib.sha256(p.read_bytes()).digest()).rstrip(b"=").decode()
+        lines.append(f"{p.relative_to(root).as_posix()},sha256={digest},{p.stat().st_size}")
+    return "\n".join([*lines, "codecorpus-0.1.dist-info/RECORD,,"]) + "\n"
+
+
+def test_a_wheel_record_is_text_not_code() -> None:
+    """An extensionless CSV of paths and hashes: magika reads plain text (not sure enough to come first),
+    the model would call it code; plain text wins, and no language is named."""
+    record = _record_of_this_package()
+    found = detector.magika_label(record[:16384].encode())
+    assert found is not None and found[0] in (schema.UNKNOWN, "CSV")
+    assert detector.detect("codecorpus-0.1.dist-info/RECORD", record)[0] in (schema.UNKNOWN, "CSV")
+    assert detector.combine("CMake", 0.3, (schema.UNKNOWN, 0.6), 0.2, 0.8) == (schema.UNKNOWN, schema.UNKNOWN)
+    assert detector.combine("CMake", 0.3, (schema.UNKNOWN, 0.4), 0.2, 0.8) == ("CMake", "content_model")

@@ -312,8 +312,9 @@ def combine(model_lang: str, margin: float, magika: tuple[str, float] | None, mi
             magika_first: float, magika_min: float = 0.5) -> tuple[str, str]:
     """(label, method) from the content model's guess (with its margin) and magika's.
 
-    magika first where it is sure (score >= ``magika_first``, ``unknown`` included: plain text);
-    then the model where its margin is at least ``min_margin`` and it names a programming
+    magika first where it is sure (score >= ``magika_first``, ``unknown`` included: plain text),
+    or where it reads plain text (``unknown``) above ``magika_min``: extensionless licences and
+    wheels' ``RECORD`` files are what the model, trained on code, would call C or CMake; then the model where its margin is at least ``min_margin`` and it names a programming
     language (its prose and data classes, Text, Markdown, JSON, say "not code", and leave the
     answer to magika); then magika above ``magika_min`` (``unknown`` included); else ``unknown``.
 
@@ -324,6 +325,8 @@ def combine(model_lang: str, margin: float, magika: tuple[str, float] | None, mi
     """
     if magika is not None and magika[1] >= magika_first:
         return magika[0], "magika" if magika[0] != schema.UNKNOWN else schema.UNKNOWN
+    if magika is not None and magika[0] == schema.UNKNOWN and magika[1] >= magika_min:
+        return schema.UNKNOWN, schema.UNKNOWN  # magika reads text, not code: the model only knows code well
     if margin >= min_margin and enry.get_language_type(model_lang) == "programming":
         return model_lang, CONTENT_MODEL_METHOD
     if magika is not None and magika[1] >= magika_min and magika[0] != schema.UNKNOWN:
