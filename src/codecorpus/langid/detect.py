@@ -8,13 +8,17 @@ classifier) with Linguist's own data, so tags carry Linguist's canonical names.
 Linguist's order, that agrees with the chain's answer (``classifier`` if none).
 
 When the chain has no answer (an extensionless file without a shebang, an
-unknown extension), magika's model (shipped in its wheel; ONNX on CPU) looks
-at the bytes alone; its labels are mapped onto Linguist names and trusted above
-``magika_min_score``. codecorpus's own table (``languages.py``) is the last
+unknown extension), the bytes alone decide (:func:`combine`): magika's model (shipped
+in its wheel; ONNX on CPU; labels mapped onto Linguist names) where it is sure or reads
+plain text, else codecorpus's content model (:mod:`codecorpus.langid.content_model`,
+``content_model``) where its margin is enough, else magika above ``magika_min_score``.
+Where Linguist's classifier picks, for an ambiguous extension, a language the content
+model was never shown (M for Octave's ``.m`` files), the model chooses among the
+candidates it knows. codecorpus's own table (``languages.py``) is the last
 fallback (``table``). Everything runs offline.
 
 A file whose extension Linguist does not list gets no *programming* language from
-magika (unless ``magika_unlisted_code``): Linguist names none there (its classifier
+magika or the content model (unless ``magika_unlisted_code``): Linguist names none there (its classifier
 only chooses among the extension's candidates, and there are none), and a real Haskell
 or Python file would carry one of the extensions Linguist lists for it. Such files are
 data or small DSLs that merely look like code: the standard library's 143 ``.decTest``
