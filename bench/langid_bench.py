@@ -16,7 +16,7 @@ Corpus: files nobody wrote for codecorpus, from many sources (each a ``source``)
   bench/langid_sources.py fetch --role test``): pinned Debian, npm and PyPI packages, read
   in place, never installed. Per language (test packages; * = this machine already):
   JavaScript* (npm's tree, /usr/share/javascript), Python* (site-packages), Java* (JDK src.zip),
-  TypeScript (zod, react-native, stripe-react-native), C# (mono-addins), C++* (/usr/include/c++,
+  TypeScript (zod, react-native, stripe-react-native), C# (dbus-sharp), C++* (/usr/include/c++,
   LLVM; react-native), PHP (php-pear, league/commonmark), Shell* (/usr/share, /usr/lib), C*
   (/usr/include, /usr/lib), Ruby (Ruby 3.1's standard library), Go* (Go's standard library),
   Rust (rust-src), Kotlin and Objective-C (react-native, stripe-react-native; GNUstep base),

@@ -15,6 +15,9 @@ from the archives as they are (a ``.deb``'s data tarball, a ``.jar`` inside one)
     python bench/langid_sources.py fetch [--role train|test]   # what is missing
     python bench/langid_sources.py list                          # what is there
 
+Scala has no second package here (Debian's scala-xml and scala-parser-combinators sources were not
+served), so the model is not trained on Scala (magika names it); Dart and Julia have none at all.
+
 Labels: Linguist's language for a member's extension where Linguist lists it under one
 language (the bench's :func:`truth`), or the archive's own rule for an extension that is
 ambiguous in Linguist but not in that package (``.m`` is MATLAB in Octave's packages and
@@ -142,7 +145,6 @@ ARCHIVES: tuple[Archive, ...] = (
     Archive("test", "deb-src", "groovy", "2.4.21-8"),
     Archive("test", "deb-src", "haskell-lens", "5.0.1-2"),
     Archive("test", "deb-src", "haskell-megaparsec", "9.2.2-1"),
-    Archive("test", "deb-src", "taglib-sharp", "2.1.0.0-5", _CSHARP),
     Archive("test", "deb-src", "dbus-sharp", "0.8.1-2.1", _CSHARP),
     Archive("test", "deb-src", "ocaml", "4.13.1-4", _OCAML),
     Archive("test", "deb-src", "gnustep-base", "1.28.1+really1.28.0-5", _OBJC),
