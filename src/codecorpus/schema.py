@@ -42,9 +42,10 @@ NUM_TOKENS = "num_tokens"
 UNKNOWN = "unknown"
 KINDS = ("code", "docs", "notebook", "data", "config")
 # values of LANG_METHOD: which rule of langid decided a row's language (Linguist's
-# strategy order via enry, then magika on content alone, then codecorpus's own table)
+# strategy order via enry, then codecorpus's content model and magika on content alone,
+# then codecorpus's own table)
 LANG_METHODS = (
-    "modeline", "filename", "shebang", "extension", "content", "classifier", "magika", "table",
+    "modeline", "filename", "shebang", "extension", "content", "classifier", "magika", "content_model", "table",
     "repo_extension_vote", UNKNOWN,
 )
 

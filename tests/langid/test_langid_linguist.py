@@ -58,7 +58,9 @@ def test_names_shebangs_and_modelines(path: str, text: str, lang: str, method: s
 def test_content_only_uses_magika() -> None:
     code = "import os\nimport sys\n\n\ndef main(argv):\n    for a in argv:\n        print(os.path.basename(a))\n"
     assert detector.detect("", code) == ("Python", "magika")
-    assert detector.detect("", code, magika=False) == (schema.UNKNOWN, schema.UNKNOWN)
+    # without magika the content model still reads it; with neither, content gives nothing
+    assert detector.detect("", code, magika=False) == ("Python", "content_model")
+    assert detector.detect("", code, magika=False, use_content_model=False) == (schema.UNKNOWN, schema.UNKNOWN)
     # too little content for any guess
     assert detector.detect("", "x\n") == (schema.UNKNOWN, schema.UNKNOWN)
 

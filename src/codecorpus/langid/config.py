@@ -11,6 +11,9 @@ class LangidConfig(Model):
     shebang: bool = Field(True, description="read #! lines of files without a known extension")
     # --- enry (Linguist) + magika + tree-sitter ---
     magika: bool = Field(True, description="magika on the bytes when name and Linguist's rules decide nothing")
+    content_model: bool = Field(
+        True, description="codecorpus's token model (with magika) on files whose name and Linguist's rules decide nothing"
+    )
     magika_min_score: float = Field(0.5, ge=0, le=1, description="magika guesses below this are unknown")
     parse_errors: bool = Field(True, description="tree-sitter parse_error_frac for the 13 grammar languages")
     parse_max_bytes: int = Field(

@@ -8,13 +8,17 @@ classifier) with Linguist's own data, so tags carry Linguist's canonical names.
 Linguist's order, that agrees with the chain's answer (``classifier`` if none).
 
 When the chain has no answer (an extensionless file without a shebang, an
-unknown extension), magika's model (shipped in its wheel; ONNX on CPU) looks
-at the bytes alone; its labels are mapped onto Linguist names and trusted above
-``magika_min_score``. codecorpus's own table (``languages.py``) is the last
+unknown extension), the bytes alone decide (:func:`combine`): magika's model (shipped
+in its wheel; ONNX on CPU; labels mapped onto Linguist names) where it is sure or reads
+plain text, else codecorpus's content model (:mod:`codecorpus.langid.content_model`,
+``content_model``) where its margin is enough, else magika above ``magika_min_score``.
+Where Linguist's classifier picks, for an ambiguous extension, a language the content
+model was never shown (M for Octave's ``.m`` files), the model chooses among the
+candidates it knows. codecorpus's own table (``languages.py``) is the last
 fallback (``table``). Everything runs offline.
 
 A file whose extension Linguist does not list gets no *programming* language from
-magika (unless ``magika_unlisted_code``): Linguist names none there (its classifier
+magika or the content model (unless ``magika_unlisted_code``): Linguist names none there (its classifier
 only chooses among the extension's candidates, and there are none), and a real Haskell
 or Python file would carry one of the extensions Linguist lists for it. Such files are
 data or small DSLs that merely look like code: the standard library's 143 ``.decTest``
@@ -34,7 +38,7 @@ import enry
 import enry.definitions as enry_lib
 
 from codecorpus import schema
-from codecorpus.langid import languages
+from codecorpus.langid import content_model, languages
 
 _HEAD_BYTES = 16 * 1024
 """Content the heuristics and the classifier see. Linguist reads the whole blob; the
@@ -69,7 +73,8 @@ def basename(path: str) -> str:
 
 
 def detect(path: str, text: str, *, magika: bool = True, magika_min_score: float = 0.5,
-           shebang: bool = True, magika_unlisted_code: bool = False) -> tuple[str, str]:
+           shebang: bool = True, magika_unlisted_code: bool = False,
+           use_content_model: bool = True) -> tuple[str, str]:
     """(Linguist language or ``unknown``, lang_method) of one file.
 
     >>> detect("src/app/main.py", "import os\\n")
@@ -99,18 +104,35 @@ def detect(path: str, text: str, *, magika: bool = True, magika_min_score: float
         by_table = _table_shebang(text)
         if by_table is not None:
             return by_table, "shebang"
-    if method == "classifier" and len(data.strip()) < MIN_CLASSIFIER_BYTES:
-        # the classifier on (almost) nothing is a coin toss: prefer the extension's usual language
+    if method == "classifier":
+        revised = _revise_classifier(name, data, lang, use_content_model)
+        if revised is not None:
+            return revised
+    if lang:
+        return lang, method
+    if (magika or use_content_model) and len(data.strip()) >= MIN_MAGIKA_BYTES:
+        guess, how = _content_guess(data, magika, magika_min_score, use_content_model)
+        if guess != schema.UNKNOWN and (magika_unlisted_code or not _unlisted_code(name, guess)):
+            return guess, how
+    return _table(name, text, shebang)
+
+
+def _revise_classifier(name: str, data: bytes, lang: str, use_content_model: bool) -> tuple[str, str] | None:
+    """A better answer than Linguist's classifier's ``lang`` for an ambiguous extension, or None.
+
+    Where it chose a language the content model was never shown (M, MUF, Mercury for a ``.m``
+    file), the model, trained on far more files, chooses among the candidates it knows. On
+    (almost) no content the classifier is a coin toss: the extension's usual language wins.
+    """
+    if use_content_model:
+        better = _model_among_candidates(name, data, lang)
+        if better is not None:
+            return better, CONTENT_MODEL_METHOD
+    if len(data.strip()) < MIN_CLASSIFIER_BYTES:
         by_ext = languages.language_from_extension(name)
         if by_ext is not None:
             return by_ext, "extension"
-    if lang:
-        return lang, method
-    if magika and len(data.strip()) >= MIN_MAGIKA_BYTES:
-        guess = _magika_guess(data, magika_min_score)
-        if guess is not None and (magika_unlisted_code or not _unlisted_code(name, guess)):
-            return guess, "magika"
-    return _table(name, text, shebang)
+    return None
 
 
 def extension(path: str) -> str:
@@ -270,13 +292,75 @@ def _magika() -> Any:
 
 
 def _magika_guess(data: bytes, min_score: float) -> str | None:
+    """magika's Linguist label when its score reaches ``min_score``."""
+    found = magika_label(data)
+    return found[0] if found is not None and found[1] >= min_score and found[0] != schema.UNKNOWN else None
+
+
+def magika_label(data: bytes) -> tuple[str, float] | None:
+    """magika's label on the bytes as a Linguist name (``unknown`` for its labels Linguist lacks:
+    plain text, binary formats), with its score; None when magika gives no answer."""
     result = _magika().identify_bytes(data)
     if not result.ok:
         return None
-    label = str(result.output.label)
-    if result.score < min_score:
+    return MAGIKA_TO_LINGUIST.get(str(result.output.label), schema.UNKNOWN), float(result.score)
+
+
+CONTENT_MODEL_MIN_MARGIN = 0.2
+MAGIKA_FIRST_SCORE = 0.8
+"""Thresholds of :func:`combine`, chosen by ``bench/langid_train.py --validate`` on the training
+packages (held out by package), never on the bench's files."""
+
+
+def combine(model_lang: str, margin: float, magika: tuple[str, float] | None, min_margin: float,
+            magika_first: float, magika_min: float = 0.5) -> tuple[str, str]:
+    """(label, method) from the content model's guess (with its margin) and magika's.
+
+    magika first where it is sure (score >= ``magika_first``, ``unknown`` included: plain text),
+    or where it reads plain text (``unknown``) above ``magika_min``: extensionless licences and
+    wheels' ``RECORD`` files are what the model, trained on code, would call C or CMake; then the model where its margin is at least ``min_margin`` and it names a programming
+    language (its prose and data classes, Text, Markdown, JSON, say "not code", and leave the
+    answer to magika); then magika above ``magika_min`` (``unknown`` included); else ``unknown``.
+
+    >>> combine("Lua", 0.4, ("JSON", 0.99), 0.2, 0.95), combine("Lua", 0.4, ("SQL", 0.7), 0.2, 0.95)
+    (('JSON', 'magika'), ('Lua', 'content_model'))
+    >>> combine("Lua", 0.05, ("SQL", 0.7), 0.2, 0.95), combine("Lua", 0.05, None, 0.2, 0.95)
+    (('SQL', 'magika'), ('unknown', 'unknown'))
+    """
+    if magika is not None and magika[1] >= magika_first:
+        return magika[0], "magika" if magika[0] != schema.UNKNOWN else schema.UNKNOWN
+    if magika is not None and magika[0] == schema.UNKNOWN and magika[1] >= magika_min:
+        return schema.UNKNOWN, schema.UNKNOWN  # magika reads text, not code: the model only knows code well
+    if margin >= min_margin and enry.get_language_type(model_lang) == "programming":
+        return model_lang, CONTENT_MODEL_METHOD
+    if magika is not None and magika[1] >= magika_min and magika[0] != schema.UNKNOWN:
+        return magika[0], "magika"
+    return schema.UNKNOWN, schema.UNKNOWN
+
+
+CONTENT_MODEL_METHOD = "content_model"
+
+
+def _model_among_candidates(name: str, data: bytes, lang: str) -> str | None:
+    """The content model's pick among an ambiguous extension's candidates, where Linguist's classifier
+    picked ``lang``, a language the model does not know, and the model knows two candidates or more."""
+    model = content_model.load()
+    if lang in model.languages:
         return None
-    return MAGIKA_TO_LINGUIST.get(label)
+    found = model.predict_among(data, extension_candidates(extension(name)))
+    return found[0] if found is not None and found[1] >= CONTENT_MODEL_MIN_MARGIN else None
+
+
+def _content_guess(data: bytes, use_magika: bool, magika_min_score: float,
+                   use_model: bool) -> tuple[str, str]:
+    """(label, method) of bytes alone: codecorpus's content model and magika, as :func:`combine` rules."""
+    found = magika_label(data) if use_magika else None
+    if not use_model:
+        if found is not None and found[1] >= magika_min_score and found[0] != schema.UNKNOWN:
+            return found[0], "magika"
+        return schema.UNKNOWN, schema.UNKNOWN
+    model_lang, margin = content_model.load().predict(data)
+    return combine(model_lang, margin, found, CONTENT_MODEL_MIN_MARGIN, MAGIKA_FIRST_SCORE, magika_min_score)
 
 
 def _table(name: str, text: str, shebang: bool) -> tuple[str, str]:

@@ -11,8 +11,9 @@ on one table (the whole corpus in one shard), for tests and the library.
 
 Detection (:mod:`codecorpus.langid.detect`) follows GitHub Linguist through go-enry:
 modeline, file name, shebang, extension, content heuristics for ambiguous
-extensions, then Linguist's classifier; magika on the bytes when none of those
-has an answer; codecorpus's own table (:mod:`languages`) last. ``lang_method``
+extensions, then Linguist's classifier; codecorpus's content model and magika on the
+bytes when none of those has an answer (:mod:`codecorpus.langid.content_model`);
+codecorpus's own table (:mod:`languages`) last. ``lang_method``
 records which of ``schema.LANG_METHODS`` decided.
 
 ``kind`` comes from the language (codecorpus's table, else Linguist's type). Ingest's
@@ -59,7 +60,7 @@ def detect(path: str, text: str, cfg: LangidConfig, *, fallback_kind: str = "dat
     """
     lang, method = detector.detect(
         path, text, magika=cfg.magika, magika_min_score=cfg.magika_min_score, shebang=cfg.shebang,
-        magika_unlisted_code=cfg.magika_unlisted_code,
+        magika_unlisted_code=cfg.magika_unlisted_code, use_content_model=cfg.content_model,
     )
     return lang, detector.kind_of(lang, fallback_kind), method
 

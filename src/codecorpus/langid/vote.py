@@ -11,11 +11,11 @@ So the files of one repository that share such an extension vote:
 
 - voters are rows whose extension is unlisted or ambiguous in Linguist and whose
   ``lang_method`` is content-based (``content``: a heuristic matched; ``classifier``;
-  ``magika``; or ``unknown``, content gave nothing);
+  ``magika``; ``content_model``; or ``unknown``, content gave nothing);
 - a group whose labels all agree is left alone;
 - otherwise the most common label wins if it holds at least ``vote_min_share`` of the
   group's files and at least ``vote_min_files`` files, else the group is ``unknown``;
-- the guesses (``classifier``, ``magika``, ``unknown``) take the group's decision with
+- the guesses (``classifier``, ``magika``, ``content_model``, ``unknown``) take the group's decision with
   ``lang_method = repo_extension_vote``. A matched heuristic is one of Linguist's rules,
   not a guess: it votes but keeps its own answer.
 
@@ -35,8 +35,8 @@ from codecorpus import schema
 from codecorpus.langid import detect as detector
 
 VOTE_METHOD = "repo_extension_vote"
-VOTING_METHODS = frozenset({"content", "classifier", "magika", schema.UNKNOWN})
-REVISED_METHODS = frozenset({"classifier", "magika", schema.UNKNOWN})
+VOTING_METHODS = frozenset({"content", "classifier", "magika", "content_model", schema.UNKNOWN})
+REVISED_METHODS = frozenset({"classifier", "magika", "content_model", schema.UNKNOWN})
 """Methods whose label is a guess from content alone: the vote may overrule them."""
 
 EXT = "ext"
