@@ -165,7 +165,7 @@ class Executor:
         source = next(iter(self.specs.values()))
         if source.kind != "source":
             raise RecipeError(f"the first stage of this recipe, {source.name}, reads nothing: enable its source")
-        self._shards, plan_hash = source.plan(self.recipe)
+        self._shards, plan_hash = source.plan(self.recipe, _PlanTasks(self))
         self._hashes = stage_hashes(self.recipe, plan_hash)
 
     # --- machinery ----------------------------------------------------------------
@@ -257,6 +257,28 @@ class Executor:
             TextColumn("[bold]{task.description:<18}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             console=self.console, disable=self.quiet, transient=False,
         )
+
+
+class _PlanTasks:
+    """A source's planning tasks (``pipeline/spec.py`` ``PlanTasks``): no markers, results in order."""
+
+    def __init__(self, executor: Executor):
+        self.run = executor.run
+
+    def map(self, label: str, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+        refs = [_remote.options(name=f"{label}:{i}").remote(f"{label}:{i}", fn, item) for i, item in enumerate(items)]
+        results = []
+        for i, ref in enumerate(refs):
+            try:
+                result = ray.get(ref)
+            except ray.exceptions.RayError as err:
+                for rest in refs[i + 1:]:
+                    ray.cancel(rest)
+                raise PipelineError(_task_failure("planning", Job(f"{label}:{i}", fn), err)) from None
+            if isinstance(result, dict):  # node and memory: the runtime's, not the plan's
+                result = {k: v for k, v in result.items() if k not in ("node", "memory")}
+            results.append(result)
+        return results
 
 
 class _StageRun:
