@@ -85,6 +85,10 @@ def corpus(tmp_path_factory) -> Path:
         (repo / "__pycache__" / "m.pyc").write_bytes(b"\0" * 10)
         (repo / "LICENSE").write_text("MIT License\n\nPermission is hereby granted, free of charge\n")
     (local / "empty-repo").mkdir()
+    exact = local / "exact"  # shards that end exactly at shard_bytes, then empty files
+    exact.mkdir()
+    for name, size in [("a", 100), ("b", 100), ("c", 0), ("d", 0), ("e", 100), ("f", 200), ("g", 0)]:
+        (exact / f"{name}.txt").write_text("y" * size)
     docs = root / "docs" / "guide"
     docs.mkdir(parents=True)
     (docs / "index.md").write_text("# Guide\n\nRead me.\n")
@@ -116,7 +120,7 @@ def _sources(corpus: Path) -> list:
     return list(recipe.sources)
 
 
-@pytest.mark.parametrize("shard_bytes", [1, 700, 5000, 10**12])
+@pytest.mark.parametrize("shard_bytes", [1, 100, 200, 700, 5000, 10**12])
 @pytest.mark.parametrize("batch", [1, 3])
 def test_plan_in_tasks_equals_the_plan_in_memory(corpus: Path, tmp_path: Path, shard_bytes: int, batch: int):
     cfg = IngestConfig(shard_bytes=shard_bytes, max_file_bytes=2500)
