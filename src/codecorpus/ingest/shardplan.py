@@ -31,6 +31,8 @@ never read for a new one; the folder is rewritten by every planning run.
 from __future__ import annotations
 
 import hashlib
+import io
+import itertools
 import json
 import math
 import os
@@ -217,21 +219,40 @@ class _ListBatch:
     plan_dir: str
 
     def __call__(self, batch: list) -> dict[str, Any]:
-        try:
-            with ThreadPoolExecutor(PLAN_THREADS) as pool:
-                planned: list[Planned] = list(pool.map(lambda listing: listing.plan(self.cfg), batch))
-        except RecipeError as err:  # a one-repository source git cannot read: the recipe's error
-            return {"error": str(err)}
-        refs = [u for p in planned for u in p.refs]
-        assert all(isinstance(u, FileRef) and u.s3 is None for u in refs), "listings plan files, never S3 objects"
-        data = zstandard.ZstdCompressor(level=3).compress("\n".join(map(unit_line, refs)).encode("ascii"))
-        sizes = np.array([(u.size if u.skip is None else 0, u.size if plan.is_document(u) else 0) for u in refs],
-                         dtype="<i8").reshape(-1, 2)
+        """Repositories are listed a few at a time (git waits on its processes) and streamed
+        into the compressed batch: the task holds a few repositories' units, not the batch's."""
+        sink = io.BytesIO()
+        sizes: list[np.ndarray] = []
+        counts: list[int] = []
+        stores: list[tuple[str, bool]] = []
+        with ThreadPoolExecutor(PLAN_THREADS) as pool, \
+                zstandard.ZstdCompressor(level=3).stream_writer(sink, closefd=False) as out:
+            for i in range(0, len(batch), PLAN_THREADS):
+                try:
+                    planned: list[Planned] = list(pool.map(lambda lst: lst.plan(self.cfg), batch[i:i + PLAN_THREADS]))
+                except RecipeError as err:  # a one-repository source git cannot read: the recipe's error
+                    return {"error": str(err)}
+                for p in planned:
+                    assert all(isinstance(u, FileRef) and u.s3 is None for u in p.refs), "listings plan files only"
+                    out.write("".join(f"{unit_line(u)}\n" for u in p.refs).encode("ascii"))
+                    sizes.append(_sizes_of(p.refs))
+                    counts.append(len(p.refs))
+                    stores.append((p.store, p.main))
+        data = sink.getvalue()
         name = f"batch-{hashlib.sha256(data).hexdigest()[:24]}"
         atomic_write_bytes(Path(self.plan_dir) / f"{name}{UNITS_SUFFIX}", data)
-        atomic_write_bytes(Path(self.plan_dir) / f"{name}{SIZES_SUFFIX}", sizes.tobytes())
-        return {"file": name, "units": [len(p.refs) for p in planned],
-                "stores": [(p.store, p.main) for p in planned]}
+        atomic_write_bytes(Path(self.plan_dir) / f"{name}{SIZES_SUFFIX}", np.concatenate([_EMPTY, *sizes]).tobytes())
+        return {"file": name, "units": counts, "stores": stores}
+
+
+_EMPTY = np.zeros((0, 2), dtype="<i8")
+
+
+def _sizes_of(units: Sequence[Unit]) -> np.ndarray:
+    """Per unit: the bytes the cut counts (a unit not skipped), and its document bytes."""
+    rows = [(u.size if u.skip is None else 0, u.size if isinstance(u, FileRef) and plan.is_document(u) else 0)
+            for u in units]
+    return np.array(rows, dtype="<i8").reshape(-1, 2)
 
 
 def _raise_errors(listed: list[dict[str, Any]]) -> None:
@@ -284,11 +305,7 @@ class _Sizes:
 
 
 def _unit_sizes(piece: Piece, sizes: _Sizes) -> np.ndarray:
-    if isinstance(piece, Rows):
-        return sizes.of(piece.file)[piece.start:piece.stop]
-    rows = [(u.size if u.skip is None else 0, u.size if isinstance(u, FileRef) and plan.is_document(u) else 0)
-            for u in piece.units]
-    return np.array(rows, dtype="<i8").reshape(-1, 2)
+    return sizes.of(piece.file)[piece.start:piece.stop] if isinstance(piece, Rows) else _sizes_of(piece.units)
 
 
 def _slice(piece: Piece, lo: int, hi: int) -> Piece:
@@ -379,24 +396,14 @@ def _piece_location(piece: Piece, lines: list[str], i: int) -> str:
 
 
 def _lines(plan_dir: Path, rows: Rows) -> list[str]:
-    return _batch_lines(str(plan_dir), rows.file)[rows.start:rows.stop]
-
-
-_cache: dict[tuple[str, str], list[str]] = {}
-
-
-def _batch_lines(plan_dir: str, file: str) -> list[str]:
-    """A batch file's lines; the last one read is kept (a shard reads its ranges in order)."""
-    key = (plan_dir, file)
-    if key not in _cache:
-        path = mirror.ensure_local(Path(plan_dir) / f"{file}{UNITS_SUFFIX}")
-        try:
-            text = zstandard.ZstdDecompressor().decompress(path.read_bytes()).decode("ascii")
-        except FileNotFoundError:
-            raise RecipeError(f"plan file {path} is missing: the plan was replaced by a newer run; rerun") from None
-        _cache.clear()
-        _cache[key] = text.split("\n") if text else []
-    return _cache[key]
+    """Lines ``start:stop`` of a batch file, decompressed as a stream (only they are kept)."""
+    path = mirror.ensure_local(Path(plan_dir) / f"{rows.file}{UNITS_SUFFIX}")
+    try:
+        raw = open(path, "rb")  # noqa: SIM115 - closed by the with below
+    except FileNotFoundError:
+        raise RecipeError(f"plan file {path} is missing: a newer run replaced the plan; rerun the command") from None
+    with raw, io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(raw), encoding="ascii") as text:
+        return [line.rstrip("\n") for line in itertools.islice(text, rows.start, rows.stop)]
 
 
 def _file_ref(line: str) -> FileRef:
