@@ -92,7 +92,10 @@ def _current_rss_mb() -> float:
 
 
 def child(mode: str, tree: Path, workers: int) -> dict:
-    """One planning run in this process; its figures as a dict."""
+    """One planning run in this process; its figures as a dict (the planner's phases on stderr)."""
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="  %(message)s")
     from codecorpus.config import config_hash
 
     out = Path(tempfile.mkdtemp(prefix="planbench-run-"))
@@ -132,6 +135,9 @@ def run_child(mode: str, tree: Path, workers: int) -> dict:
                           capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
         raise SystemExit(f"{mode} planner failed:\n{proc.stderr[-3000:]}")
+    for line in proc.stderr.splitlines():
+        if line.startswith("  planned "):
+            print(f"  {mode}: {line.strip()}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 

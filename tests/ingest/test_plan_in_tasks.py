@@ -24,6 +24,7 @@ import pytest
 from codecorpus import schema
 from codecorpus.config import IngestConfig, RecipeError, config_hash, load_recipe_data
 from codecorpus.ingest import plan, shardplan
+from codecorpus.ingest.refs import FileRef
 from codecorpus.runtime.executor import Executor
 from conftest import LIB_RS, MAIN_PY, UTIL_JS, fixture_recipe, run_outputs, write_repos
 
@@ -197,3 +198,9 @@ def test_pipeline_writes_the_same_bytes_with_planning_in_tasks(tmp_path: Path, r
     # a rerun resumes: every ingest task's marker holds the plan's hash
     again = Executor(load_recipe_data(recipe), tmp_path / "tasks", quiet=True).run_pipeline(until="ingest")
     assert again.stages[0].ran_tasks == 0 and again.stages[0].skipped_tasks == stats[1]["shards"]
+
+
+def test_a_file_line_is_json_dumps_text():
+    odd = FileRef("s", "o/r", 'dir/caf\u00e9 "q"\n\udcff.py', "/x/\u4e2d.py", 12, "", "MIT", None, detail="d\\e")
+    for ref in (odd, FileRef("s", "r", "p", "/p", 0, "abc", "unknown", "too_large", store="git", key="k")):
+        assert shardplan.unit_line(ref) == json.dumps(plan._fingerprint_fields(ref), sort_keys=True, default=str)

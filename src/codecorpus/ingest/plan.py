@@ -254,6 +254,7 @@ def list_files(repo: Repository, cfg: IngestConfig) -> list[FileRef]:
     else:
         entries = _walk(repo.root, skip_dirs, set(repo.exclude), vendored)
     refs = []
+    root = str(repo.root)
     for rel, st, skip in entries:
         size = st.st_size if st is not None else 0
         if skip is None:
@@ -262,11 +263,22 @@ def list_files(repo: Repository, cfg: IngestConfig) -> list[FileRef]:
             skip = "not_docs"
         if skip is None and st is not None and size > cfg.max_file_bytes:
             skip = "too_large"
-        refs.append(FileRef(repo.source, repo.name, rel, str(repo.root / rel), size, repo.revision,
+        refs.append(FileRef(repo.source, repo.name, rel, _joined(root, rel), size, repo.revision,
                             repo.license, skip, kind=repo.kind, license_method=repo.license_method,
                             meta=repo.meta))
     refs.sort(key=lambda r: r.path)
     return refs
+
+
+def _joined(root: str, rel: str) -> str:
+    """``str(Path(root) / rel)`` without pathlib's parsing for a plain relative path (the walk's).
+
+    >>> _joined("/r", "a/b.py"), _joined("/r", "."), _joined("/r", "a//b"), _joined("/", "x")
+    ('/r/a/b.py', '/r', '/r/a/b', '/x')
+    """
+    if root.endswith("/") or not rel or rel[0] in "./" or "//" in rel or "/." in rel or rel.endswith("/"):
+        return str(Path(root) / rel)
+    return f"{root}/{rel}"
 
 
 Entry = tuple[str, "os.stat_result | None", "str | None"]

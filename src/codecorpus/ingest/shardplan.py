@@ -30,15 +30,20 @@ never read for a new one; the folder is rewritten by every planning run.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import hashlib
 import io
 import itertools
 import json
+import logging
 import math
 import os
+import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii as _json_string
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,13 +52,15 @@ import zstandard
 
 from codecorpus.config import IngestConfig, RecipeError, Source, config_hash
 from codecorpus.ingest import plan
-from codecorpus.ingest.git import PLAN_THREADS, GitListing, Planned, duplicate_keepers
+from codecorpus.ingest.git import PLAN_THREADS, GitListing, duplicate_keepers
 from codecorpus.ingest.refs import FileRef, Unit
 from codecorpus.storage import mirror
 from codecorpus.storage.atomic import atomic_write_bytes
 
 if TYPE_CHECKING:
     from codecorpus.pipeline.spec import PlanTasks
+
+log = logging.getLogger(__name__)
 
 INLINE_LISTINGS = 64
 """Plans of at most this many repositories are listed on the driver, without tasks or files."""
@@ -137,13 +144,19 @@ def plan_ingest(sources: Sequence[Source], cfg: IngestConfig, tasks: PlanTasks |
     mirror.remove_tree(plan_dir)  # batch files of an older plan
     batch = max(batch_repositories, math.ceil(len(listings) / MAX_PLAN_TASKS))
     batches = [listings[i:i + batch] for i in range(0, len(listings), batch)]
+    t0 = time.perf_counter()
     listed = tasks.map("plan", _ListBatch(cfg, str(plan_dir)), batches)
     _raise_errors(listed)
+    t1 = time.perf_counter()
     pieces = list(_pieces(blocks, listed))
     cut = list(_cut(pieces, cfg.shard_bytes, plan_dir))
+    t2 = time.perf_counter()
     groups = [cut[i:i + SHARDS_PER_TASK] for i in range(0, len(cut), SHARDS_PER_TASK)]
     described = tasks.map("plan-shards", _DescribeShards(plan_dir), groups)
     shards = [s for group in described for s in group]
+    log.info("planned %d repositories in %d tasks: listed in %.1f s, cut into %d shards in %.1f s, "
+             "described in %.1f s", len(listings), len(batches), t1 - t0, len(shards), t2 - t1,
+             time.perf_counter() - t2)
     return IngestPlan(shards, config_hash([s.fingerprint for s in shards]), True, len(listings),
                       [b["file"] for b in listed])
 
@@ -163,11 +176,24 @@ def load_units(pieces: Sequence[Piece], plan_dir: Path | str) -> list[Unit]:
 
 
 def _inline(blocks: list, cfg: IngestConfig) -> Iterator[list[Unit]]:
-    """Each block's units on this process, listings a few at a time (git waits on its processes)."""
+    """Each block's units on this process."""
+    yield from _resolved(list(zip(blocks, _listed(blocks, cfg), strict=True)))
+
+
+def _listed(blocks: list, cfg: IngestConfig) -> Iterator[Any]:
+    """Each block planned, in order (units planned already pass through). Git repositories
+    are planned a few at a time in threads: they wait on git's processes, a folder walk does not."""
     with ThreadPoolExecutor(PLAN_THREADS) as pool:
-        planned = pool.map(lambda b: b if isinstance(b, list) else b.plan(cfg), blocks)
-        listed = list(zip(blocks, planned, strict=True))
-    yield from _resolved(listed)
+        for i in range(0, len(blocks), PLAN_THREADS):
+            chunk = blocks[i:i + PLAN_THREADS]
+            if any(isinstance(b, GitListing) for b in chunk):
+                yield from pool.map(functools.partial(_plan_block, cfg=cfg), chunk)
+            else:
+                yield from (_plan_block(b, cfg) for b in chunk)
+
+
+def _plan_block(block: Any, cfg: IngestConfig) -> Any:
+    return block if isinstance(block, list) else block.plan(cfg)
 
 
 def _resolved(listed: list[tuple[Any, Any]]) -> Iterator[list[Unit]]:
@@ -207,8 +233,28 @@ def _location(unit: Unit) -> str:
 
 
 def unit_line(unit: Unit) -> str:
-    """A unit as ``plan.plan_fingerprint`` spells it inside its JSON list."""
-    return json.dumps(plan._fingerprint_fields(unit), sort_keys=True, default=str)
+    """A unit as ``plan.plan_fingerprint`` spells it inside its JSON list (``json.dumps`` with
+    sorted keys); a file's line is built field by field: the same text, a few times sooner."""
+    line = _file_line(unit) if type(unit) is FileRef and unit.s3 is None else None
+    return line if line is not None else json.dumps(plan._fingerprint_fields(unit), sort_keys=True, default=str)
+
+
+_FILE_KEYS = tuple(sorted([f.name for f in dataclasses.fields(FileRef) if f.name != "s3"] + ["_unit"]))
+
+
+def _file_line(unit: FileRef) -> str | None:
+    parts = []
+    for key in _FILE_KEYS:
+        value = "FileRef" if key == "_unit" else getattr(unit, key)
+        if value is None:
+            parts.append(f'"{key}": null')
+        elif type(value) is str:
+            parts.append(f'"{key}": {_json_string(value)}')
+        elif type(value) is int:
+            parts.append(f'"{key}": {int.__repr__(value)}')
+        else:  # not a plain field value: json.dumps decides
+            return None
+    return "{" + ", ".join(parts) + "}"
 
 
 @dataclass(frozen=True)
@@ -225,19 +271,16 @@ class _ListBatch:
         sizes: list[np.ndarray] = []
         counts: list[int] = []
         stores: list[tuple[str, bool]] = []
-        with ThreadPoolExecutor(PLAN_THREADS) as pool, \
-                zstandard.ZstdCompressor(level=3).stream_writer(sink, closefd=False) as out:
-            for i in range(0, len(batch), PLAN_THREADS):
-                try:
-                    planned: list[Planned] = list(pool.map(lambda lst: lst.plan(self.cfg), batch[i:i + PLAN_THREADS]))
-                except RecipeError as err:  # a one-repository source git cannot read: the recipe's error
-                    return {"error": str(err)}
-                for p in planned:
+        try:
+            with zstandard.ZstdCompressor(level=3).stream_writer(sink, closefd=False) as out:
+                for p in _listed(batch, self.cfg):
                     assert all(isinstance(u, FileRef) and u.s3 is None for u in p.refs), "listings plan files only"
                     out.write("".join(f"{unit_line(u)}\n" for u in p.refs).encode("ascii"))
                     sizes.append(_sizes_of(p.refs))
                     counts.append(len(p.refs))
                     stores.append((p.store, p.main))
+        except RecipeError as err:  # a one-repository source git cannot read: the recipe's error
+            return {"error": str(err)}
         data = sink.getvalue()
         name = f"batch-{hashlib.sha256(data).hexdigest()[:24]}"
         atomic_write_bytes(Path(self.plan_dir) / f"{name}{UNITS_SUFFIX}", data)
