@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import json
 import pickle
+import shutil
 import subprocess
 import tarfile
 from collections import Counter
@@ -26,7 +27,17 @@ from codecorpus.config import IngestConfig, RecipeError, config_hash, load_recip
 from codecorpus.ingest import plan, shardplan
 from codecorpus.ingest.refs import FileRef
 from codecorpus.runtime.executor import Executor
-from conftest import LIB_RS, MAIN_PY, UTIL_JS, fixture_recipe, run_outputs, write_repos
+from codecorpus.storage import mirror
+from conftest import (
+    LIB_RS,
+    MAIN_PY,
+    UTIL_JS,
+    fixture_recipe,
+    make_bucket,
+    run_outputs,
+    s3_client,
+    write_repos,
+)
 
 ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@x",
        "GIT_AUTHOR_DATE": "2024-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2024-01-01T00:00:00Z",
@@ -204,3 +215,27 @@ def test_a_file_line_is_json_dumps_text():
     odd = FileRef("s", "o/r", 'dir/caf\u00e9 "q"\n\udcff.py', "/x/\u4e2d.py", 12, "", "MIT", None, detail="d\\e")
     for ref in (odd, FileRef("s", "r", "p", "/p", 0, "abc", "unknown", "too_large", store="git", key="k")):
         assert shardplan.unit_line(ref) == json.dumps(plan._fingerprint_fields(ref), sort_keys=True, default=str)
+
+
+def test_plan_files_go_through_an_s3_run_store(corpus: Path, tmp_path: Path, s3_server, monkeypatch):
+    """With the run directory on S3, a node with an empty mirror reads the plan files from the bucket."""
+    make_bucket(s3_server, "plan-runs")
+    for key, value in {"AWS_ACCESS_KEY_ID": s3_server["access_key_id"], "AWS_ENDPOINT_URL": s3_server["endpoint_url"],
+                       "AWS_SECRET_ACCESS_KEY": s3_server["secret_access_key"], "AWS_DEFAULT_REGION": "us-east-1",
+                       mirror.CACHE_ENV: str(tmp_path / "cache")}.items():
+        monkeypatch.setenv(key, value)
+    mirror._client.cache_clear()
+    store = mirror.activate("s3://plan-runs/r1")
+    try:
+        cfg = IngestConfig(shard_bytes=700, max_file_bytes=2500)
+        tasks = InProcessTasks(Path(store.local_root))
+        new = shardplan.plan_ingest(_sources(corpus), cfg, tasks, inline_listings=0, batch_repositories=3)
+        keys = [o["Key"] for o in s3_client(s3_server).list_objects_v2(Bucket="plan-runs")["Contents"]]
+        assert sorted(keys) == sorted(f"r1/_plan/ingest/{b}{suffix}" for b in new.batches
+                                      for suffix in (shardplan.UNITS_SUFFIX, shardplan.SIZES_SUFFIX))
+        shutil.rmtree(Path(store.local_root))  # another node: nothing in its mirror
+        plan_dir = tasks.run.plan_dir("ingest")
+        assert [shardplan.load_units(s.pieces, plan_dir) for s in new.shards] == plan.plan_shards(_sources(corpus), cfg)
+    finally:
+        mirror.deactivate()
+        mirror._client.cache_clear()

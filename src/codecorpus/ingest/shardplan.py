@@ -154,9 +154,9 @@ def plan_ingest(sources: Sequence[Source], cfg: IngestConfig, tasks: PlanTasks |
     groups = [cut[i:i + SHARDS_PER_TASK] for i in range(0, len(cut), SHARDS_PER_TASK)]
     described = tasks.map("plan-shards", _DescribeShards(plan_dir), groups)
     shards = [s for group in described for s in group]
-    log.info("planned %d repositories in %d tasks: listed in %.1f s, cut into %d shards in %.1f s, "
-             "described in %.1f s", len(listings), len(batches), t1 - t0, len(shards), t2 - t1,
-             time.perf_counter() - t2)
+    log.info("planned %d repositories in %d tasks: listed in %.1f s (%.1f task seconds), cut into %d shards "
+             "in %.1f s, described in %.1f s", len(listings), len(batches), t1 - t0,
+             sum(b["seconds"] for b in listed), len(shards), t2 - t1, time.perf_counter() - t2)
     return IngestPlan(shards, config_hash([s.fingerprint for s in shards]), True, len(listings),
                       [b["file"] for b in listed])
 
@@ -267,6 +267,7 @@ class _ListBatch:
     def __call__(self, batch: list) -> dict[str, Any]:
         """Repositories are listed a few at a time (git waits on its processes) and streamed
         into the compressed batch: the task holds a few repositories' units, not the batch's."""
+        t0 = time.perf_counter()
         sink = io.BytesIO()
         sizes: list[np.ndarray] = []
         counts: list[int] = []
@@ -285,7 +286,7 @@ class _ListBatch:
         name = f"batch-{hashlib.sha256(data).hexdigest()[:24]}"
         atomic_write_bytes(Path(self.plan_dir) / f"{name}{UNITS_SUFFIX}", data)
         atomic_write_bytes(Path(self.plan_dir) / f"{name}{SIZES_SUFFIX}", np.concatenate([_EMPTY, *sizes]).tobytes())
-        return {"file": name, "units": counts, "stores": stores}
+        return {"file": name, "units": counts, "stores": stores, "seconds": time.perf_counter() - t0}
 
 
 _EMPTY = np.zeros((0, 2), dtype="<i8")
