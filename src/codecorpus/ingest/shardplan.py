@@ -38,6 +38,7 @@ import itertools
 import json
 import logging
 import math
+import operator
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -240,21 +241,22 @@ def unit_line(unit: Unit) -> str:
 
 
 _FILE_KEYS = tuple(sorted([f.name for f in dataclasses.fields(FileRef) if f.name != "s3"] + ["_unit"]))
+_FILE_VALUES = operator.attrgetter(*(k for k in _FILE_KEYS if k != "_unit"))
+_FILE_TEMPLATE = "{" + ", ".join('"_unit": "FileRef"' if k == "_unit" else f'"{k}": %s' for k in _FILE_KEYS) + "}"
 
 
 def _file_line(unit: FileRef) -> str | None:
-    parts = []
-    for key in _FILE_KEYS:
-        value = "FileRef" if key == "_unit" else getattr(unit, key)
-        if value is None:
-            parts.append(f'"{key}": null')
-        elif type(value) is str:
-            parts.append(f'"{key}": {_json_string(value)}')
-        elif type(value) is int:
-            parts.append(f'"{key}": {int.__repr__(value)}')
-        else:  # not a plain field value: json.dumps decides
-            return None
-    return "{" + ", ".join(parts) + "}"
+    try:
+        return _FILE_TEMPLATE % tuple([_json_string(v) if type(v) is str else "null" if v is None else _json_int(v)
+                                       for v in _FILE_VALUES(unit)])
+    except TypeError:  # not a plain field value: json.dumps decides
+        return None
+
+
+def _json_int(value: object) -> str:
+    if type(value) is not int:
+        raise TypeError(type(value).__name__)
+    return int.__repr__(value)
 
 
 @dataclass(frozen=True)
