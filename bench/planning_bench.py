@@ -22,7 +22,10 @@ Planners, each in a fresh interpreter so that its peak RSS is its own:
 
 Printed per run: files, shards, planning wall time (Ray's start apart), the driver's peak
 RSS (``ru_maxrss``) and its RSS before planning, and the plan hash. The machine's load
-average is printed: the figures come from a shared 2-core machine.
+average is printed: the figures come from a shared 2-core machine, where Ray's workers
+run at nice 15 (its raylet's default) against everyone else's nice 0 and so get a small
+share of the cores; ``RAY_worker_niceness=0`` in the environment runs them at nice 0, as
+the driver and the in-memory peer run.
 """
 
 from __future__ import annotations
@@ -165,7 +168,8 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.child, args.tree, args.workers)))
         return
-    print(f"before: {_load()}; {os.cpu_count()} cores, {args.workers} Ray workers", flush=True)
+    nice = os.environ.get("RAY_worker_niceness", "15 (Ray's default)")  # noqa: SIM112 - Ray spells it so
+    print(f"before: {_load()}; {os.cpu_count()} cores, {args.workers} Ray workers at nice {nice}", flush=True)
     peer_tree = make_tree(args.tree, args.peer_repos, args.files)
     big_tree = make_tree(args.tree, args.repos, args.files)
     for tree in (peer_tree, big_tree):
