@@ -240,23 +240,29 @@ def unit_line(unit: Unit) -> str:
     return line if line is not None else json.dumps(plan._fingerprint_fields(unit), sort_keys=True, default=str)
 
 
-_FILE_KEYS = tuple(sorted([f.name for f in dataclasses.fields(FileRef) if f.name != "s3"] + ["_unit"]))
-_FILE_VALUES = operator.attrgetter(*(k for k in _FILE_KEYS if k != "_unit"))
-_FILE_TEMPLATE = "{" + ", ".join('"_unit": "FileRef"' if k == "_unit" else f'"{k}": %s' for k in _FILE_KEYS) + "}"
+def _json_int(value: object) -> str:
+    if type(value) is not int:  # a bool is an int to Python, not to JSON
+        raise TypeError(type(value).__name__)
+    return int.__repr__(value)
+
+
+def _json_optional_string(value: str | None) -> str:
+    return "null" if value is None else _json_string(value)
+
+
+_ENCODERS = {"str": _json_string, "int": _json_int, "str | None": _json_optional_string}
+"""JSON text of a FileRef field by its declared type (each raises TypeError on another type)."""
+_FILE_FIELDS = sorted([(f.name, f.type) for f in dataclasses.fields(FileRef) if f.name != "s3"] + [("_unit", "")])
+_FILE_VALUES = operator.attrgetter(*(k for k, _ in _FILE_FIELDS if k != "_unit"))
+_FILE_ENCODERS = tuple(_ENCODERS[t] for k, t in _FILE_FIELDS if k != "_unit")
+_FILE_TEMPLATE = "{" + ", ".join('"_unit": "FileRef"' if k == "_unit" else f'"{k}": %s' for k, _ in _FILE_FIELDS) + "}"
 
 
 def _file_line(unit: FileRef) -> str | None:
     try:
-        return _FILE_TEMPLATE % tuple([_json_string(v) if type(v) is str else "null" if v is None else _json_int(v)
-                                       for v in _FILE_VALUES(unit)])
-    except TypeError:  # not a plain field value: json.dumps decides
+        return _FILE_TEMPLATE % tuple(map(operator.call, _FILE_ENCODERS, _FILE_VALUES(unit)))
+    except TypeError:  # a value not of its field's type: json.dumps decides
         return None
-
-
-def _json_int(value: object) -> str:
-    if type(value) is not int:
-        raise TypeError(type(value).__name__)
-    return int.__repr__(value)
 
 
 @dataclass(frozen=True)
