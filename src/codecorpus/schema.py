@@ -323,6 +323,10 @@ class RunPaths:
     def done(self, stage: str, task: str) -> Path:
         return self.done_dir(stage) / task
 
+    def plan_dir(self, stage: str) -> Path:
+        """Plan files of a source stage, made before its hash is known (so outside its folder)."""
+        return self.root / "_plan" / stage
+
     def work_dir(self, stage: str, phase: str) -> Path:
         """Intermediate files of a global stage's phase (partitioned by bucket)."""
         return self.stage_dir(stage) / "_work" / phase

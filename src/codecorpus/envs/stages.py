@@ -151,7 +151,7 @@ def _fingerprint(ref: RepoRef) -> list[str]:
     return [ref.name, proc.stdout.decode().strip() or "unresolved"]
 
 
-def plan_repositories(recipe: Any) -> tuple[list[RepoRef], str]:
+def plan_repositories(recipe: Any, _tasks: Any = None) -> tuple[list[RepoRef], str]:
     """One shard per repository, and the plan's hash (each repository's resolved revision)."""
     refs = repositories(recipe)
     return refs, config_hash([_fingerprint(r) for r in refs])

@@ -165,6 +165,44 @@ def plan(src: GitSource, cfg: IngestConfig) -> list[FileRef]:
     form = source_form(src)
     if form == "repository":
         return plan_repository(src, cfg, repo_name(src), resolve_gitdir(src))
+    with ThreadPoolExecutor(PLAN_THREADS) as pool:
+        planned = list(pool.map(lambda f: _plan_found(src, cfg, f), _found(src, form)))
+    return [ref for refs in _without_duplicates(src, planned) for ref in refs]
+
+
+@dataclass(frozen=True)
+class GitListing:
+    """One repository of a git source, planned on its own (by a planning task, or inline).
+
+    ``found`` is None when the source is this one repository (``gitdir`` resolved).
+    A folder's or list's repositories sharing an object store are found only once all
+    are planned: :func:`duplicate_keepers` over their ``Planned.store`` says which.
+    """
+
+    src: GitSource
+    name: str
+    found: Found | None = None
+    gitdir: str = ""
+
+    def plan(self, cfg: IngestConfig) -> Planned:
+        if self.found is None:
+            return Planned(self.name, plan_repository(self.src, cfg, self.name, self.gitdir))
+        return _plan_found(self.src, cfg, self.found)
+
+    def duplicate_drop(self, keeper: str) -> FileRef:
+        """The one drop row that stands for this repository when ``keeper`` reads its object store."""
+        return _repository_drop(self.src, self.name, "duplicate_repository", f"same object store as {keeper}")
+
+
+def listings(src: GitSource) -> list[GitListing]:
+    """The repositories of a git source, each to be planned by itself, in plan order."""
+    form = source_form(src)
+    if form == "repository":
+        return [GitListing(src, repo_name(src), gitdir=resolve_gitdir(src))]
+    return [GitListing(src, f.name, f) for f in _found(src, form)]
+
+
+def _found(src: GitSource, form: str) -> list[Found]:
     if src.repo:
         raise RecipeError(
             f"sources[{src.name}].repo: names a single repository, but {src.path} is a {form} "
@@ -177,9 +215,7 @@ def plan(src: GitSource, cfg: IngestConfig) -> list[FileRef]:
             f"sources[{src.name}].path: no git repository under {src.path}; point path at a repository's "
             "top folder, a folder of repositories, or a list file of repository paths/URLs"
         )
-    with ThreadPoolExecutor(PLAN_THREADS) as pool:
-        planned = list(pool.map(lambda f: _plan_found(src, cfg, f), found))
-    return [ref for refs in _without_duplicates(src, planned) for ref in refs]
+    return found
 
 
 def plan_repository(src: GitSource, cfg: IngestConfig, name: str, gitdir: str) -> list[FileRef]:
@@ -285,20 +321,29 @@ def _repository_drop(src: GitSource, name: str, reason: str, detail: str, gitdir
 
 
 def _without_duplicates(src: GitSource, planned: list[Planned]) -> Iterator[list[FileRef]]:
-    """Each object store is read once: another repository sharing it is a ``duplicate_repository`` drop.
+    """Each object store is read once: another repository sharing it is a ``duplicate_repository`` drop."""
+    keepers = duplicate_keepers([(p.name, p.store, p.main) for p in planned])
+    for p in planned:
+        if p.name in keepers:
+            yield [_repository_drop(src, p.name, "duplicate_repository", f"same object store as {keepers[p.name]}")]
+        else:
+            yield p.refs
+
+
+def duplicate_keepers(stores: list[tuple[str, str, bool]]) -> dict[str, str]:
+    """{name: the repository read instead} for each (name, object store, main) whose store another reads.
 
     The repository whose git directory is the object store (a main work tree or a
     bare repository, not a linked worktree of it) is kept, else the first by name.
+
+    >>> duplicate_keepers([("b", "/s", True), ("a", "/s", False), ("c", "", True)])
+    {'a': 'b'}
     """
     keeper: dict[str, str] = {}
-    for p in sorted(planned, key=lambda p: (not p.main, p.name)):
-        if p.store:
-            keeper.setdefault(p.store, p.name)
-    for p in planned:
-        if p.store and keeper[p.store] != p.name:
-            yield [_repository_drop(src, p.name, "duplicate_repository", f"same object store as {keeper[p.store]}")]
-        else:
-            yield p.refs
+    for name, store, _ in sorted(stores, key=lambda s: (not s[2], s[0])):
+        if store:
+            keeper.setdefault(store, name)
+    return {name: keeper[store] for name, store, _ in stores if store and keeper[store] != name}
 
 
 # --- the repositories of a folder or a list ------------------------------------------

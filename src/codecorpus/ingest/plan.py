@@ -21,6 +21,7 @@ import json
 import os
 import stat
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from codecorpus.config import (
@@ -37,6 +38,7 @@ from codecorpus.config import (
     Source,
 )
 from codecorpus.ingest import docs, exclusions, license, pyenv
+from codecorpus.ingest.git import GitListing, Planned
 from codecorpus.ingest.refs import NOT_DOCUMENTS, ArchiveRef, FileRef, Repository, Unit
 
 NON_INGEST_SOURCES = ("traces",)
@@ -116,6 +118,54 @@ def cut_into_shards(refs: list[FileRef], shard_bytes: int) -> list[list[FileRef]
     return shards
 
 
+# --- listings: the repositories a planning task lists -----------------------------
+
+
+@dataclass(frozen=True)
+class LocalListing:
+    """One repository folder of a local or docs source, listed on its own."""
+
+    src: LocalSource | DocsSource
+    name: str
+    path: str
+
+    def plan(self, cfg: IngestConfig) -> Planned:
+        return Planned(self.name, list_files(local_repository(self.src, self.name, Path(self.path)), cfg))
+
+
+@dataclass(frozen=True)
+class RepositoryListing:
+    """One repository already described (a distribution of a python-env source), listed on its own."""
+
+    repo: Repository
+
+    def plan(self, cfg: IngestConfig) -> Planned:
+        return Planned(self.repo.name, list_files(self.repo, cfg))
+
+
+Listing = LocalListing | RepositoryListing | GitListing
+
+
+def source_listings(src: Source, cfg: IngestConfig) -> list[Listing | list[Unit]]:
+    """A source as its plan's pieces in order: repositories to list, or units planned already.
+
+    Repositories on disk or in git (local, docs, python-env, git sources) are listings,
+    each listed by itself, so a planner can fan them out over tasks. Archives, record
+    files and S3 prefixes are planned here as today, as one block of units: an archive
+    or a dataset slice is one unit for however many files it holds, and an S3 prefix is
+    one flat object listing that names every object already.
+    """
+    from codecorpus.ingest import git
+
+    if isinstance(src, GitSource):
+        return list(git.listings(src))
+    if isinstance(src, ArchiveSource | S3Source | RecordsSource):
+        return [plan_source(src, cfg)]
+    if isinstance(src, LocalSource | DocsSource):
+        return [LocalListing(src, name, str(path)) for name, path in local_repository_dirs(src)]
+    return [RepositoryListing(r) for r in repositories(src)]
+
+
 # --- repositories of each source type ----------------------------------------------
 
 
@@ -129,6 +179,11 @@ def repositories(src: LocalSource | PythonEnvSource | DocsSource) -> list[Reposi
 
 
 def _local_repositories(src: LocalSource | DocsSource) -> list[Repository]:
+    return [local_repository(src, name, path) for name, path in local_repository_dirs(src)]
+
+
+def local_repository_dirs(src: LocalSource | DocsSource) -> list[tuple[str, Path]]:
+    """(name, folder) of each repository of a local or docs source, sorted by name (one scandir)."""
     root = Path(src.path)
     if not root.is_dir():
         raise RecipeError(f"sources[{src.name}].path: {root} is not a directory; point it at a repository or a folder of them")
@@ -138,17 +193,16 @@ def _local_repositories(src: LocalSource | DocsSource) -> list[Repository]:
         has_files = any(e.is_file() for e in os.scandir(root))
         layout = "repo" if has_git or has_files else "repos"
     if layout == "repo":
-        dirs = [(root.name, root)]
-    else:
-        dirs = [(d, root / d) for d in sorted(e.name for e in os.scandir(root) if e.is_dir(follow_symlinks=False))]
+        return [(root.name, root)]
+    return [(d, root / d) for d in sorted(e.name for e in os.scandir(root) if e.is_dir(follow_symlinks=False))]
+
+
+def local_repository(src: LocalSource | DocsSource, name: str, path: Path) -> Repository:
+    """One repository folder: its license (recipe's or detected) and the commit its work tree is at."""
     kind = "docs" if isinstance(src, DocsSource) else "code"
     recipe_license = src.license if src.license not in (None, "unknown") else None
-    repos = []
-    for name, path in dirs:
-        spdx, method = (recipe_license, "recipe") if recipe_license else _detect_license(path)
-        repos.append(Repository(src.name, name, path, _git_head(path), spdx, license_method=method,
-                                kind=kind, meta=src.metadata or ""))
-    return repos
+    spdx, method = (recipe_license, "recipe") if recipe_license else _detect_license(path)
+    return Repository(src.name, name, path, _git_head(path), spdx, license_method=method, kind=kind, meta=src.metadata or "")
 
 
 def _detect_license(root: Path) -> tuple[str, str]:
@@ -200,6 +254,7 @@ def list_files(repo: Repository, cfg: IngestConfig) -> list[FileRef]:
     else:
         entries = _walk(repo.root, skip_dirs, set(repo.exclude), vendored)
     refs = []
+    root = str(repo.root)
     for rel, st, skip in entries:
         size = st.st_size if st is not None else 0
         if skip is None:
@@ -208,11 +263,22 @@ def list_files(repo: Repository, cfg: IngestConfig) -> list[FileRef]:
             skip = "not_docs"
         if skip is None and st is not None and size > cfg.max_file_bytes:
             skip = "too_large"
-        refs.append(FileRef(repo.source, repo.name, rel, str(repo.root / rel), size, repo.revision,
+        refs.append(FileRef(repo.source, repo.name, rel, _joined(root, rel), size, repo.revision,
                             repo.license, skip, kind=repo.kind, license_method=repo.license_method,
                             meta=repo.meta))
     refs.sort(key=lambda r: r.path)
     return refs
+
+
+def _joined(root: str, rel: str) -> str:
+    """``str(Path(root) / rel)`` without pathlib's parsing for a plain relative path (the walk's).
+
+    >>> _joined("/r", "a/b.py"), _joined("/r", "."), _joined("/r", "a//b"), _joined("/", "x")
+    ('/r/a/b.py', '/r', '/r/a/b', '/x')
+    """
+    if root.endswith("/") or not rel or rel[0] in "./" or "//" in rel or "/." in rel or rel.endswith("/"):
+        return str(Path(root) / rel)
+    return f"{root}/{rel}"
 
 
 Entry = tuple[str, "os.stat_result | None", "str | None"]

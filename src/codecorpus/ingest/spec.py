@@ -6,33 +6,35 @@ import functools
 from typing import Any
 
 from codecorpus import schema
-from codecorpus.ingest import plan, read
+from codecorpus.ingest import read, shardplan
 from codecorpus.ingest.config import IngestConfig
-from codecorpus.model import config_hash
 from codecorpus.pipeline import tasks
-from codecorpus.pipeline.spec import Job, StageRun, StageSpec
+from codecorpus.pipeline.spec import Job, PlanTasks, StageRun, StageSpec
+from codecorpus.stage import MapResult
 
 
-def plan_sources(recipe: Any) -> tuple[list[list[Any]], str]:
+def plan_sources(recipe: Any, plan_tasks: PlanTasks | None = None) -> tuple[list[shardplan.ShardPlan], str]:
     """The planned shards (a stat walk, no reads) and their hash: a changed input tree redoes
-    ingest and, through the hash chain, every stage after it."""
-    shards = plan.plan_shards(recipe.sources, recipe.stages.ingest)
-    return shards, config_hash([plan.plan_fingerprint(s) for s in shards])
+    ingest and, through the hash chain, every stage after it. Many repositories are listed
+    in planning tasks (``ingest/shardplan.py``)."""
+    planned = shardplan.plan_ingest(recipe.sources, recipe.stages.ingest, plan_tasks)
+    return planned.shards, planned.hash
 
 
-def _location(ref: Any) -> str:
-    return str(getattr(ref, "abspath", None) or getattr(ref, "location", None) or ref)
+def read_planned(shard: shardplan.ShardPlan, plan_dir: str, cfg: IngestConfig) -> MapResult:
+    """Read one planned shard: its units from the plan files (or as planned inline), then every file."""
+    return read.read_shard(shardplan.load_units(shard.pieces, plan_dir), cfg)
 
 
 def ingest_jobs(stage: StageRun) -> list[Job]:
     """One read task per planned shard; rows_in is its planned units (archives expand inside)."""
     cfg = stage.cfg
+    plan_dir = str(stage.run.plan_dir(stage.name))
     return [
         Job(schema.shard_name(i), tasks.ingest_task,
-            (stage.task, i, functools.partial(read.read_shard, refs, cfg),
-             plan.document_bytes(refs), len(refs)),
-            reads=tuple(_location(r) for r in refs))
-        for i, refs in enumerate(stage.shards)
+            (stage.task, i, functools.partial(read_planned, shard, plan_dir, cfg), shard.document_bytes, shard.units),
+            reads=shard.reads())
+        for i, shard in enumerate(stage.shards)
     ]
 
 

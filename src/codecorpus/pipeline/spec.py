@@ -95,6 +95,19 @@ class StageRun(Protocol):
     def warn(self, text: str) -> None: ...
 
 
+class PlanTasks(Protocol):
+    """What a source's planning may ask of the run: its paths, and functions run as tasks.
+
+    The tasks have no markers: a plan is made again by every run (a stat walk).
+    """
+
+    run: schema.RunPaths
+
+    def map(self, label: str, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+        """``[fn(item) for item in items]``, each call one task, results in item order."""
+        ...
+
+
 def _no_parts(recipe: Recipe) -> list[Any]:
     return []
 
@@ -115,8 +128,9 @@ class StageSpec:
     """Map kinds: the pure shard function (configured), built once on the driver."""
     phases: Callable[[StageRun], list[dict[str, Any]]] | None = None
     """Global and sink kinds: run the phases, return the output tasks' stats for ``_stats.json``."""
-    plan: Callable[[Recipe], tuple[list[Any], str]] | None = None
-    """Source kind: the shards of the recipe's sources, and the plan's hash (a stat walk, no reads)."""
+    plan: Callable[[Recipe, PlanTasks], tuple[list[Any], str]] | None = None
+    """Source kind: the shards of the recipe's sources, and the plan's hash (a stat walk, no reads);
+    a large plan may list its inputs in tasks."""
     source_jobs: Callable[[StageRun], list[Job]] | None = None
     """Source kind: one job per planned shard."""
     hash_parts: Callable[[Recipe], list[Any]] = _no_parts

@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -120,10 +121,14 @@ def start(recipe: Recipe, run_dir: Path, workers: int | None = None, address: st
     the plan finishes. The plan is the same as ``Executor.plan`` alone makes.
     """
     executor = Executor(recipe, run_dir, console=console, quiet=quiet)
+    executor.ray_ready.clear()
     with ThreadPoolExecutor(1, thread_name_prefix="codecorpus-plan") as pool:
         planned = pool.submit(executor.plan)
         t0 = time.perf_counter()
-        init_ray(workers or recipe.workers, address)
+        try:
+            init_ray(workers or recipe.workers, address)
+        finally:
+            executor.ray_ready.set()  # a planning thread waiting on Ray goes on (and fails there if Ray did)
         for _ in range(int(ray.cluster_resources().get("CPU", 1))):
             _warm.remote()
         executor.ray_seconds = time.perf_counter() - t0
@@ -171,6 +176,9 @@ class Executor:
         self._task_seconds: dict[str, list[float]] = {}
         self._plan_seconds = 0.0
         self.ray_seconds = 0.0
+        self.ray_ready = threading.Event()
+        """Set once Ray runs: planning that needs tasks waits on it when it runs beside Ray's start."""
+        self.ray_ready.set()
 
     # --- the pipeline -------------------------------------------------------------
 
@@ -230,7 +238,7 @@ class Executor:
         source = next(iter(self.specs.values()))
         if source.kind != "source":
             raise RecipeError(f"the first stage of this recipe, {source.name}, reads nothing: enable its source")
-        self._shards, plan_hash = source.plan(self.recipe)
+        self._shards, plan_hash = source.plan(self.recipe, _PlanTasks(self))
         self._hashes = stage_hashes(self.recipe, plan_hash)
         self._plan_seconds = time.perf_counter() - t0
 
@@ -352,6 +360,30 @@ class _Rate:
         if self.docs:
             parts.append(f"{self.docs / seconds:8,.0f} docs/s")
         return "  ".join(parts)
+
+
+class _PlanTasks:
+    """A source's planning tasks (``pipeline/spec.py`` ``PlanTasks``): no markers, results in order."""
+
+    def __init__(self, executor: Executor):
+        self.run = executor.run
+        self._ray_ready = executor.ray_ready
+
+    def map(self, label: str, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+        self._ray_ready.wait()  # planning may run beside Ray's start (``start``)
+        refs = [_remote.options(name=f"{label}:{i}").remote(f"{label}:{i}", fn, item) for i, item in enumerate(items)]
+        results = []
+        for i, ref in enumerate(refs):
+            try:
+                result = ray.get(ref)
+            except ray.exceptions.RayError as err:
+                for rest in refs[i + 1:]:
+                    ray.cancel(rest)
+                raise PipelineError(_task_failure("planning", Job(f"{label}:{i}", fn), err)) from None
+            if isinstance(result, dict):  # node and memory: the runtime's, not the plan's
+                result = {k: v for k, v in result.items() if k not in ("node", "memory", TASK_TIME)}
+            results.append(result)
+        return results
 
 
 class _StageRun:

@@ -88,7 +88,7 @@ def pack_phases(run: StageRun) -> list[dict[str, Any]]:
     return results
 
 
-def plan_traces(recipe: Any) -> tuple[list[list[ingest.TraceFile]], str]:
+def plan_traces(recipe: Any, _tasks: Any = None) -> tuple[list[list[ingest.TraceFile]], str]:
     """The trace-file shards of an SFT recipe and the hash of that plan."""
     shards = ingest.plan_shards(recipe.sources, recipe.stages.sft_ingest)
     return shards, config_hash([ingest.plan_fingerprint(s) for s in shards])

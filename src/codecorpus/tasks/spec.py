@@ -80,7 +80,7 @@ def _source_shards(src: GitSource, cfg: CommitsConfig) -> list[Shard]:
     return out
 
 
-def plan_commits(recipe: Any) -> tuple[list[Shard], str]:
+def plan_commits(recipe: Any, _tasks: Any = None) -> tuple[list[Shard], str]:
     """Slices of every repository's walk (``git rev-list --count``, no commit read) and their hash:
     a new commit on a branch moves its tip, which redoes the stages."""
     cfg = recipe.stages.commits
