@@ -49,6 +49,8 @@ from codecorpus.storage.faults import checkpoint
 from codecorpus.storage.mirror import ensure_local
 
 DEFAULT_OBJECT_STORE_BYTES = 512 * 1024**2
+WORKER_NICENESS_ENV = "RAY_worker_niceness"
+"""Ray's setting (read when it starts workers) of its workers' nice value; set it to override."""
 TASK_RETRIES = 2
 TASK_TIME = "_task_seconds"
 """The key under which a task's result carries its body's (wall, CPU) seconds back to the driver."""
@@ -97,6 +99,9 @@ def init_ray(workers: int | None, address: str | None, object_store_bytes: int =
             return
         ray.shutdown()
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    # Ray starts workers at nice 15; they do all of a run's work, so they get the CPU a
+    # process of the user's normally gets (datatrove's and Megatron's workers run at 0)
+    os.environ.setdefault(WORKER_NICENESS_ENV, "0")
     if address:
         run_store = os.environ.get(store.STORE_ENV)  # workers on other nodes need the S3 run dir
         env = {"env_vars": {store.STORE_ENV: run_store}} if run_store else None
