@@ -120,12 +120,12 @@ def print_timing(result, started: float, report_seconds: float | None) -> None:
     """
     cpus = max(result.cpus, 1)
     lines = [f"time on {cpus} CPUs: start {started:.1f} s, Ray {result.ray_seconds:.1f} s "
-             f"(planning {result.plan_seconds:.1f} s beside it)"]
+             f"(planning {result.plan_seconds:.1f} s beside it); per stage:"]
     for st in result.stages:
         outside = max(st.seconds - st.task_seconds / cpus, 0.0)
         share = outside / st.seconds if st.seconds > 0 else 0.0
-        lines.append(f"  {st.name:<16} {st.seconds:7.1f} s wall  {st.task_seconds:7.1f} task-s "
-                     f"({st.cpu_seconds:6.1f} CPU)  {share:6.1%} outside tasks")
+        lines.append(f"  {st.name:<14}{st.seconds:7.1f} s wall{st.task_seconds:8.1f} task-s{st.cpu_seconds:7.1f} CPU-s"
+                     f"{share:6.0%} outside")
     stages_outside = sum(max(st.seconds - st.task_seconds / cpus, 0.0) for st in result.stages)
     total_outside = started + result.ray_seconds + stages_outside + (report_seconds or 0.0)
     lines.append(f"  outside tasks: {total_outside:.1f} s (start-up {started + result.ray_seconds:.1f}, "

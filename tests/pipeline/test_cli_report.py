@@ -44,7 +44,7 @@ def test_run_prints_where_the_time_went(tmp_path, ray_local):
     assert "time on 2 CPUs: start" in text and "planning" in text
     stages = [json.loads(p.read_text())["stage"] for p in sorted((tmp_path / "run").glob("*/_stats.json"))]
     for stage in stages:
-        line = re.search(rf"{stage} ([\d.]+) s wall ([\d.]+) task-s \( *([\d.]+) CPU\) ([\d.]+)% outside tasks", text)
+        line = re.search(rf"{stage} +([\d.]+) s wall +([\d.]+) task-s +([\d.]+) CPU-s +(\d+)% outside", text)
         assert line, (stage, text[-2000:])
         wall, task_s, _cpu, share = map(float, line.groups())
         assert task_s > 0 and 0 <= share <= 100 and wall > 0
