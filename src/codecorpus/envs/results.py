@@ -264,15 +264,17 @@ PARSERS = ("junit", *TEXT_PARSERS, "exit-code")
 def parse(parser: str, stdout: str, stderr: str, exit_code: int | None,
           junit: Iterable[bytes] = (), command: str = "") -> TestReport:
     """Per-test statuses with ``parser``; ``auto`` tries JUnit, then each text parser, then
-    the exit code. A named parser that finds nothing falls back to the exit code too, so a
-    report always says what it rests on."""
+    the exit code. ``junit`` without a readable report tries the text parsers (the runner
+    may have been stopped before writing it, or a repository's option moved it; ``pytest
+    -rA`` still printed every test). A named parser that finds nothing falls back to the
+    exit code too, so a report always says what it rests on."""
     junit = list(junit)
     text = stdout + "\n" + stderr
     if parser in ("junit", "auto") and junit:
         tests = parse_junit(junit)
         if tests:
             return TestReport("junit", tests)
-    candidates = TEXT_PARSERS if parser == "auto" else {
+    candidates = TEXT_PARSERS if parser in ("auto", "junit") else {
         k: v for k, v in TEXT_PARSERS.items() if k == parser}
     for name, fn in candidates.items():
         tests = fn(text)
