@@ -119,30 +119,32 @@ def parse_pytest(text: str) -> dict[str, str]:
     return tests
 
 
-_UNITTEST_START = re.compile(r"^(\w+) \(([\w.]+)\)(?:\n?.*?) \.\.\. ?(.*)$")
-_UNITTEST_WORD = re.compile(r"^(ok|FAIL|ERROR|skipped\b.*|expected failure|unexpected success)$")
+_UNITTEST_HEAD = re.compile(r"^(\w+) \(([\w.]+)\)(.*)$")
+_UNITTEST_TAIL = re.compile(
+    r"(?:^|\.\.\. ?)(ok|FAIL|ERROR|skipped\b.*|expected failure|unexpected success)$")
 
 
 def parse_unittest(text: str) -> dict[str, str]:
     """``python -m unittest -v`` lines ``test_a (pkg.mod.Case.test_a) ... ok``: id
-    ``pkg.mod.Case.test_a`` (Python 3.11 prints the full name; 3.10 the class only). What a
-    test prints (warnings, its own output) may come between the ``...`` and the status.
+    ``pkg.mod.Case.test_a`` (Python 3.11 prints the full name; 3.10 the class only). A test
+    with a docstring has it on the next line (``First line ... ok``); what a test prints
+    (warnings, its own output) may come between the ``...`` and the status.
 
     >>> parse_unittest("test_a (m.T.test_a) ... ok\\ntest_b (m.T) ... FAIL\\n"
-    ...                "test_c (m.T.test_c) ... noise\\nmore noise\\nok\\n")
-    {'m.T.test_a': 'passed', 'm.T.test_b': 'failed', 'm.T.test_c': 'passed'}
+    ...                "test_c (m.T.test_c) ... noise\\nmore noise\\nok\\n"
+    ...                "test_d (m.T.test_d)\\nChecks ... a thing. ... skipped 'why'\\n")
+    {'m.T.test_a': 'passed', 'm.T.test_b': 'failed', 'm.T.test_c': 'passed', 'm.T.test_d': 'skipped'}
     """
     tests: dict[str, str] = {}
     pending: str | None = None
     for line in text.splitlines():
-        m = _UNITTEST_START.match(line)
+        m = _UNITTEST_HEAD.match(line)
         if m:
-            method, where, rest = m.groups()
+            method, where, line = m.groups()
             pending = where if where.endswith("." + method) else f"{where}.{method}"
-            line = rest
         if pending is None:
             continue
-        word = _UNITTEST_WORD.match(line.strip())
+        word = _UNITTEST_TAIL.search(line.strip())
         if word:
             tests[pending] = _merge(tests.get(pending), _unittest_status(word.group(1)))
             pending = None
