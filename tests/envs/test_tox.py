@@ -12,11 +12,11 @@ from codecorpus.envs import tox
 
 PY = "py{}{}".format(*platform.python_version_tuple()[:2])
 
-TOX_INI = f"""[tox]
+TOX_INI = """[tox]
 env_list =
     lint,
-    py3{{9-14}}-tests,
-    docs-{{build,doctests}}
+    py3{9-14}-tests,
+    docs-{build,doctests}
 
 [testenv]
 deps =
@@ -24,7 +24,7 @@ deps =
     tests: pytest-xdist
     !tests: never-installed
     py39: only-on-39
-    {{[base]extra}}
+    {[base]extra}
 extras = test
 dependency_groups =
     tests: test
@@ -32,10 +32,10 @@ set_env =
     PYTHONWARNINGS = d
 commands_pre = python -c "print('pre')"
 commands =
-    tests: pytest --basetemp={{envtmpdir}} {{posargs:-n 2 \\
-        --durations=5}} --junit-xml=.tox/{{envname}}.xml
+    tests: pytest --basetemp={envtmpdir} {posargs:-n 2 \\
+        --durations=5} --junit-xml=.tox/{envname}.xml
     lint: ruff check
-    tests: python -m mypy {{unknown_key}}
+    tests: python -m mypy {unknown_key}
     coverage report
 
 [base]
