@@ -115,7 +115,8 @@ def main() -> None:
     costs = {}
     if not args.no_overhead:
         with tempfile.TemporaryDirectory(prefix="env-overhead-") as work:
-            for label, argv in (("true", ("true",)), ("python3 -c pass", ("python3", "-c", "pass"))):
+            python = f"{sb.python_toolchain()[0]}/bin/python3"  # the same binary bare and boxed
+            for label, argv in (("true", ("true",)), ("python3 -c pass", (python, "-c", "pass"))):
                 costs[label] = sb.overhead(box, Path(work), argv, args.overhead_repeats)
     report(outcomes, costs)
 
