@@ -76,6 +76,22 @@ def test_unittest_verbose(tmp_path):
                             "test_mod.T.test_error": "failed", "test_mod.T.test_skip": "skipped"}
 
 
+def test_unittest_verbose_with_docstrings(tmp_path):
+    """A docstring's first line is printed on a line of its own, before the status."""
+    _write(tmp_path, {"test_doc.py": (
+        "import unittest\n"
+        "class T(unittest.TestCase):\n"
+        "    def test_doc(self):\n        'Checks ... a thing.'\n        print('out ... ok?')\n"
+        "    def test_fail(self):\n        'Fails.'\n        self.fail('x')\n"
+        "    def test_plain(self):\n        pass\n"
+        "    @unittest.skip('why')\n    def test_skip(self):\n        'Skipped.'\n")})
+    proc = _run([sys.executable, "-m", "unittest", "-v"], tmp_path)
+    assert "Checks ... a thing." in proc.stdout
+    assert results.parse("unittest", proc.stdout, "", proc.returncode).tests == {
+        "test_doc.T.test_doc": "passed", "test_doc.T.test_fail": "failed",
+        "test_doc.T.test_plain": "passed", "test_doc.T.test_skip": "skipped"}
+
+
 @pytest.mark.skipif(not shutil.which("node"), reason="node is not installed")
 def test_node_test_tap(tmp_path):
     _write(tmp_path, {"test/math.test.js": (

@@ -218,3 +218,49 @@ def test_pytest_repo_with_a_real_dependency(tmp_path):
     assert verify.environment_dir(cfg, env) is not None
     again = verify.verify_environment(repo, cfg)
     assert again.cached and not [s for s in again.steps if s.phase == "install"]
+
+
+@pytest.mark.skipif(bool(shutil.which("uv") or shutil.which("uvx")), reason="uv is installed")
+def test_commands_the_sandbox_lacks_do_not_use_up_the_budget(tmp_path):
+    """A CI line for a program the sandbox does not have (exit 127) is not one of the
+    install or test candidates tried: with a budget of one each, the next ones still run."""
+    workflow = ("on: push\njobs:\n  t:\n    runs-on: ubuntu-latest\n    steps:\n"
+                "      - run: uv pip install -e .\n"
+                "      - run: uvx pytest tests\n")
+    repo = write_tree(tmp_path / "repo", {".github/workflows/ci.yml": workflow, "calc.py": FIXED,
+                                          "tests/__init__.py": "", "tests/test_calc.py": UNITTESTS})
+    env = verify.verify_environment(repo, _cfg(tmp_path, max_installs=1, max_tests=1))
+    assert env.verified, [(s.command, s.exit_code, s.output_tail[-200:]) for s in env.steps]
+    assert [s.exit_code for s in env.steps if s.command.startswith(("uv ", "uvx "))] == [127, 127]
+    assert env.test == disc.UNITTEST
+    assert env.tests == {"tests.test_calc.TestCalc.test_zero": "passed"}
+
+
+def test_spec_identity_leaves_out_the_measurements(tmp_path):
+    """The RL manifest records each spec's identity hash: the same environment measured
+    again (other durations) verifies, a changed install command does not."""
+    from codecorpus.manifests import rl
+
+    repo = write_tree(tmp_path / "repo", {"calc.py": FIXED, "tests/test_calc.py": UNITTESTS})
+    cfg = _cfg(tmp_path)
+    env = verify.verify_environment(repo, cfg)
+    doc = spec.environment_spec(env, "example/calc", "abc123", cfg.sandbox)
+    assert set(spec.MEASURED) <= set(doc)
+    run = tmp_path / "run"
+    path = spec.write_spec(doc, run / "envs")
+    task = {"instance_id": "example__calc-1", "repo": "example/calc",
+            "environment": f"envs/{path.name}", "FAIL_TO_PASS": '["t"]'}
+    (run / "verified").mkdir()
+    (run / "verified" / "tasks.jsonl").write_text(json.dumps(task, sort_keys=True) + "\n")
+    manifest = rl.build_manifest(run, "envs", "verified/tasks.jsonl")
+    assert manifest["environments"][0]["spec_sha256"] == spec.identity_hash(doc)
+    rl.write_manifest(run, manifest)
+    again = verify.verify_environment(repo, cfg)  # cached: other durations, same identity
+    remeasured = spec.environment_spec(again, "example/calc", "abc123", cfg.sandbox)
+    assert remeasured["durations"] != doc["durations"]
+    spec.write_spec(remeasured, run / "envs")
+    assert rl.verify(run / "manifest.json") == []
+    assert rl.build_manifest(run, "envs", "verified/tasks.jsonl") == manifest
+    spec.write_spec({**doc, "install": [*doc["install"], "python -m pip install six"]},
+                    run / "envs")
+    assert [p.split(":")[1].strip() for p in rl.verify(run / "manifest.json")] == ["spec_sha256"]

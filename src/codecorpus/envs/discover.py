@@ -2,10 +2,15 @@
 
 Reads files only; nothing here runs repository code. Candidates come ranked:
 
-0. CI files: GitHub Actions ``run:`` steps, ``.gitlab-ci.yml`` scripts, ``tox.ini``
-   ``commands``/``deps``, ``noxfile.py`` ``session.run``/``session.install``;
-1. the ecosystem's manifests: ``pyproject.toml`` (test extras), ``setup.py``/``setup.cfg``,
-   ``requirements*.txt``; ``package.json`` (``scripts.test``, the package manager its
+0. CI files: GitHub Actions ``run:`` steps, ``.gitlab-ci.yml`` scripts, tox's test
+   environment (``envs/tox.py``: its commands with tox's substitutions made, its deps,
+   extras and dependency groups), ``noxfile.py`` ``session.run``/``session.install``. A CI
+   line that calls tox or nox is left to those readers: tox and nox build their
+   environments when the tests start, which needs the network the test phase lacks;
+1. the ecosystem's manifests: ``pyproject.toml`` (test extras, PEP 735 dependency groups),
+   ``setup.py``/``setup.cfg``, test requirement files (``requirements-test*.txt``,
+   ``requirements/tests.txt``, ...); pytest whenever the tests are written for it (it also
+   runs unittest cases), ``python -m unittest`` otherwise; ``package.json`` (``scripts.test``, the package manager its
    lockfile names, jest/vitest/mocha/``node --test``); ``Cargo.toml``; ``go.mod``;
    ``pom.xml``/``build.gradle``; ``CMakeLists.txt``; a ``Makefile`` with ``test``/``check``;
 2. conventions when a manifest says nothing (``python -m unittest discover``).
@@ -17,10 +22,10 @@ is the environment cache key: commits whose dependency files hash alike share on
 
 from __future__ import annotations
 
-import configparser
 import fnmatch
 import hashlib
 import json
+import platform
 import re
 import subprocess
 from dataclasses import dataclass, field
@@ -29,19 +34,23 @@ from pathlib import Path
 import tomllib
 import yaml
 
+from codecorpus.envs import tox
+
 CI, MANIFEST, CONVENTION = 0, 1, 2
 JUNIT_DIR = ".codecorpus-reports"
 SKIP_DIRS = {".git", "node_modules", "target", "build", "dist", ".venv", "venv", "vendor",
              ".tox", ".nox", "__pycache__", JUNIT_DIR}
 DEPENDENCY_GLOBS = (
-    "pyproject.toml", "setup.py", "setup.cfg", "requirements*.txt", "requirements/*.txt",
+    "pyproject.toml", "setup.py", "setup.cfg", "*requirements*.txt", "requirements/*.txt",
+    "tox.ini", "noxfile.py",
     "Pipfile", "Pipfile.lock", "poetry.lock", "uv.lock", "pdm.lock",
     "package.json", "package-lock.json", "yarn.lock", "pnpm-lock.yaml", "npm-shrinkwrap.json",
     "Cargo.lock", "**/Cargo.toml", "go.mod", "go.sum", "**/pom.xml", "build.gradle",
     "build.gradle.kts", "settings.gradle", "settings.gradle.kts", "gradle/libs.versions.toml",
 )
 VENV = 'python -m venv "$ENV_DIR/venv"'
-PYTEST = f"python -m pytest -rA -p no:cacheprovider --junitxml={JUNIT_DIR}/junit.xml"
+PYTEST = (f"python -m pytest -rA -p no:cacheprovider --continue-on-collection-errors "
+          f"--junitxml={JUNIT_DIR}/junit.xml")
 UNITTEST = "python -m unittest discover -v"
 
 _TEST_WORDS = re.compile(
@@ -53,6 +62,7 @@ _INSTALL_WORDS = re.compile(
     r"|npm ci|npm install|yarn install|pnpm install|cargo fetch|cargo build|go mod download"
     r"|go get|mvn\b.*\b(?:install|dependency:)|cmake -S|cmake \.\.|cmake --build)\b")
 _UNSUPPORTED = re.compile(r"\$\{\{|\bsudo\b|\bapt(?:-get)?\b|\bbrew\b|\bdocker\b|\bchoco\b|^cd \.\.")
+_ORCHESTRATOR = re.compile(r"(^|[\s/])(tox|nox)(\s|$)|\b-m (tox|nox)\b")
 
 
 @dataclass(frozen=True)
@@ -141,10 +151,16 @@ def group_commits(repo: Path, commits: list[str]) -> dict[str, list[str]]:
     return groups
 
 
+HOST_PLATFORM = f"{platform.system()}-{platform.machine()}-{'-'.join(platform.libc_ver())}"
+"""What installed binaries depend on besides the toolchain: OS, architecture and libc."""
+
+
 def cache_key(dep_hash: str, toolchain: str, toolchain_version: str,
-              install: tuple[str, ...]) -> str:
-    """The installed-dependencies cache key: what the install depends on, and nothing else."""
-    text = json.dumps([dep_hash, toolchain, toolchain_version, list(install)])
+              install: tuple[str, ...], host: str = HOST_PLATFORM) -> str:
+    """The installed-dependencies cache key: what the install depends on (the dependency
+    files, the toolchain and its version, the host platform, the install commands), and
+    nothing else."""
+    text = json.dumps([dep_hash, toolchain, toolchain_version, host, list(install)])
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
@@ -216,12 +232,21 @@ def _parser_of(command: str) -> tuple[str, str]:
     return parser, reports
 
 
+_PYTEST_CALL = re.compile(r"(?:(?<=\s)|^)((?:python3? -m )?(?:pytest|py\.test))(?=\s|$)")
+_JUNIT_FLAG = re.compile(r"\s--junit-?xml(?:=|\s+)\S+")
+
+
 def _pytest_flags(command: str) -> str:
-    """A CI ``pytest`` line with ``-rA`` and a JUnit report added, so results are per test."""
-    if re.search(r"(^|\s)(python -m )?pytest\b", command) and "--junitxml" not in command:
-        command = re.sub(r"\b(pytest)\b", rf"\1 -rA --junitxml={JUNIT_DIR}/junit.xml", command,
-                         count=1)
-    return command
+    """A ``pytest`` line with ``-rA`` and our JUnit report (in place of any the line names),
+    so results are per test.
+
+    >>> _pytest_flags("coverage run -m pytest --junit-xml=r.xml tests")
+    'coverage run -m pytest -rA --junitxml=.codecorpus-reports/junit.xml tests'
+    """
+    if not _PYTEST_CALL.search(command):
+        return command
+    command = _JUNIT_FLAG.sub("", command)
+    return _PYTEST_CALL.sub(rf"\1 -rA --junitxml={JUNIT_DIR}/junit.xml", command, count=1)
 
 
 def _ci_lines(script: str) -> list[str]:
@@ -239,6 +264,8 @@ def _from_steps(scripts: list[str], text: str, source: str) -> list[tuple[str, C
     first_install = 0
     for script in scripts:
         for line in _ci_lines(script):
+            if _ORCHESTRATOR.search(line):
+                continue  # tox/nox: their own readers give the commands they would run
             if _TEST_WORDS.search(line) and not _INSTALL_WORDS.search(line):
                 line = _pytest_flags(line)
                 parser, reports = _parser_of(line)
@@ -295,33 +322,23 @@ def _as_list(value) -> list:
 
 
 def _tox(root: Path) -> list[tuple[str, Candidate]]:
-    path = root / "tox.ini"
-    text = _read(path)
-    if not text:
+    env = tox.read(root)
+    if env is None:
         return []
-    ini = configparser.ConfigParser(interpolation=None, strict=False)
-    try:
-        ini.read_string(text)
-    except configparser.Error:
-        return []
-    if not ini.has_section("testenv"):
-        return []
-    env = ini["testenv"]
-    subst = lambda s: s.replace("{posargs}", "").replace("{toxinidir}", ".").strip()  # noqa: E731
-    deps = [d.strip() for d in env.get("deps", "").splitlines()
-            if d.strip() and "{" not in d and not d.strip().startswith("#")]
-    install = [VENV, "python -m pip install -e ." if not env.getboolean(
-        "skip_install", fallback=False) else ""]
-    if deps:
-        install.append("python -m pip install " + " ".join(_quote(d) for d in deps))
-    out = [("install", Candidate(tuple(c for c in install if c), "python", "tox.ini",
-                                 _line_of(text, "[testenv]"), CI))]
-    for cmd in env.get("commands", "").splitlines():
-        cmd = _pytest_flags(subst(cmd))
-        if cmd and _TEST_WORDS.search(cmd):
+    groups = _dependency_groups(_toml(root / "pyproject.toml"), env.groups)
+    target = f"'.[{','.join(env.extras)}]'" if env.extras else "."
+    install = [VENV, f"python -m pip install -e {target}" if env.install_package else ""]
+    if env.deps:
+        install.append("python -m pip install " + " ".join(env.deps))
+    if groups:
+        install.append("python -m pip install " + " ".join(_quote(g) for g in groups))
+    out = [("install", Candidate(tuple(c for c in install if c), "python", env.file, env.line,
+                                 CI))]
+    for cmd, line in env.commands:
+        cmd = _pytest_flags(cmd)
+        if _TEST_WORDS.search(cmd):
             parser, reports = _parser_of(cmd)
-            out.append(("test", Candidate((cmd,), "python", "tox.ini",
-                                          _line_of(text, cmd.split(" -rA")[0]), CI, parser,
+            out.append(("test", Candidate((cmd,), "python", env.file, line, CI, parser,
                                           reports)))
     return out
 
@@ -368,13 +385,15 @@ def _toml(path: Path) -> dict:
 
 
 _TEST_EXTRAS = ("test", "tests", "testing", "dev", "develop")
+_TEST_GROUPS = ("test", "tests", "testing", "dev")
 
 
 def _python(root: Path) -> list[tuple[str, Candidate]]:
     py = _toml(root / "pyproject.toml")
     setup_py, setup_cfg = _read(root / "setup.py"), _read(root / "setup.cfg")
-    reqs = sorted(p for p in (*root.glob("requirements*.txt"), *root.glob("requirements/*.txt")))
-    if not (py or setup_py or setup_cfg or reqs or _has_python_tests(root)):
+    runtime = [root / "requirements.txt"] if (root / "requirements.txt").is_file() else []
+    test_reqs = _test_requirements(root)
+    if not (py or setup_py or setup_cfg or runtime or test_reqs or _has_python_tests(root)):
         return []
     out = []
     extras = _python_extras(py, setup_py, setup_cfg)
@@ -383,14 +402,22 @@ def _python(root: Path) -> list[tuple[str, Candidate]]:
     source = "pyproject.toml" if py else "setup.py" if setup_py else "setup.cfg"
     wants_pytest = _uses_pytest(root, py, setup_cfg)
     pytest_dep = ("python -m pip install pytest",) if wants_pytest else ()
+    req_cmds = tuple(f"python -m pip install -r {_quote(str(r.relative_to(root)))}"
+                     for r in runtime + test_reqs)
+    group = next((g for g in _TEST_GROUPS if g in (py.get("dependency-groups") or {})), "")
+    group_deps = _dependency_groups(py, (group,) if group else ())
+    group_cmd = ("python -m pip install " + " ".join(map(_quote, group_deps)),) if group_deps else ()
     if py or setup_py or setup_cfg:
         line = _line_of(_read(root / source), f"{extra}" if extra else "[build-system]")
-        out.append(("install", Candidate((VENV, f"python -m pip install -e {target}",
-                                          *pytest_dep), "python", source, line, MANIFEST)))
-    req_cmds = tuple(f"python -m pip install -r {r.relative_to(root)}" for r in reqs)
-    if req_cmds:
+        full = (VENV, f"python -m pip install -e {target}", *req_cmds, *group_cmd, *pytest_dep)
+        out.append(("install", Candidate(full, "python", source, line, MANIFEST)))
+        plain = (VENV, "python -m pip install -e .", *pytest_dep)
+        if plain != full:  # the test dependencies may be what fails to install
+            out.append(("install", Candidate(plain, "python", source, line, MANIFEST)))
+    elif req_cmds:
         out.append(("install", Candidate((VENV, *req_cmds, *pytest_dep), "python",
-                                         str(reqs[0].relative_to(root)), 1, MANIFEST)))
+                                         str((runtime + test_reqs)[0].relative_to(root)), 1,
+                                         MANIFEST)))
     if not out:
         setup = (VENV,) if pytest_dep else (VENV + " --without-pip",)  # no pip: 0.1 s, not 6
         out.append(("install", Candidate((*setup, *pytest_dep), "python", "", 0, CONVENTION)))
@@ -404,6 +431,51 @@ def _python(root: Path) -> list[tuple[str, Candidate]]:
             out.append(("test", Candidate((f"{UNITTEST} -s {tests}{top}",), "python", tests, 0,
                                           CONVENTION, "unittest")))
     return out
+
+
+def _test_requirements(root: Path) -> list[Path]:
+    """The requirement files of the tests: those named for tests, else those named for
+    development (``requirements-test.txt``, ``test-requirements.txt``, ``requirements/tests.txt``;
+    ``requirements-dev.txt``); never the docs', release or update ones."""
+    files = sorted({*root.glob("*requirements*.txt"), *root.glob("requirements/*.txt")})
+    for word in ("test", "dev"):
+        chosen = [f for f in files if word in f.name.lower()]
+        if chosen:
+            return chosen
+    return []
+
+
+def _dependency_groups(py: dict, names: tuple[str, ...]) -> list[str]:
+    """The requirements of PEP 735 dependency groups, ``include-group`` entries followed
+    (names compare normalized, as the PEP says).
+
+    >>> _dependency_groups({"dependency-groups": {"test": ["pytest", {"include-group": "Cov"}],
+    ...                                           "cov": ["coverage"]}}, ("test",))
+    ['pytest', 'coverage']
+    """
+    table = py.get("dependency-groups")
+    table = {_normal(k): v for k, v in table.items()} if isinstance(table, dict) else {}
+    out: list[str] = []
+    seen: set[str] = set()
+
+    def add(name: str) -> None:
+        if _normal(name) in seen:
+            return
+        seen.add(_normal(name))
+        items = table.get(_normal(name))
+        for item in items if isinstance(items, list) else []:
+            if isinstance(item, str):
+                out.append(item)
+            elif isinstance(item, dict) and isinstance(item.get("include-group"), str):
+                add(item["include-group"])
+
+    for name in names:
+        add(name)
+    return list(dict.fromkeys(out))
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _python_extras(py: dict, setup_py: str, setup_cfg: str) -> set[str]:
@@ -422,7 +494,9 @@ def _uses_pytest(root: Path, py: dict, setup_cfg: str) -> bool:
         return True
     declared = json.dumps(py.get("project", {}).get("optional-dependencies") or {})
     declared += setup_cfg + _read(root / "setup.py")
-    declared += "".join(_read(p) for p in root.glob("requirements*.txt"))
+    declared += json.dumps(py.get("dependency-groups") or {}) + _read(root / "tox.ini")
+    declared += "".join(_read(p) for p in (*root.glob("*requirements*.txt"),
+                                            *root.glob("requirements/*.txt")))
     if re.search(r"\bpytest\b", declared):
         return True
     if (root / "pytest.ini").is_file() or (root / "conftest.py").is_file():
@@ -430,7 +504,9 @@ def _uses_pytest(root: Path, py: dict, setup_cfg: str) -> bool:
     if "[pytest]" in _read(root / "tox.ini"):
         return True
     for test_file in _python_test_files(root)[:50]:
-        if re.search(r"^\s*(import pytest|from pytest )", _read(test_file), re.M):
+        # pytest by import, or by style: a module-level test function, which unittest skips
+        if re.search(r"^\s*(import pytest|from pytest )|^(async )?def test", _read(test_file),
+                     re.M):
             return True
     return False
 

@@ -119,30 +119,32 @@ def parse_pytest(text: str) -> dict[str, str]:
     return tests
 
 
-_UNITTEST_START = re.compile(r"^(\w+) \(([\w.]+)\)(?:\n?.*?) \.\.\. ?(.*)$")
-_UNITTEST_WORD = re.compile(r"^(ok|FAIL|ERROR|skipped\b.*|expected failure|unexpected success)$")
+_UNITTEST_HEAD = re.compile(r"^(\w+) \(([\w.]+)\)(.*)$")
+_UNITTEST_TAIL = re.compile(
+    r"(?:^|\.\.\. ?)(ok|FAIL|ERROR|skipped\b.*|expected failure|unexpected success)$")
 
 
 def parse_unittest(text: str) -> dict[str, str]:
     """``python -m unittest -v`` lines ``test_a (pkg.mod.Case.test_a) ... ok``: id
-    ``pkg.mod.Case.test_a`` (Python 3.11 prints the full name; 3.10 the class only). What a
-    test prints (warnings, its own output) may come between the ``...`` and the status.
+    ``pkg.mod.Case.test_a`` (Python 3.11 prints the full name; 3.10 the class only). A test
+    with a docstring has it on the next line (``First line ... ok``); what a test prints
+    (warnings, its own output) may come between the ``...`` and the status.
 
     >>> parse_unittest("test_a (m.T.test_a) ... ok\\ntest_b (m.T) ... FAIL\\n"
-    ...                "test_c (m.T.test_c) ... noise\\nmore noise\\nok\\n")
-    {'m.T.test_a': 'passed', 'm.T.test_b': 'failed', 'm.T.test_c': 'passed'}
+    ...                "test_c (m.T.test_c) ... noise\\nmore noise\\nok\\n"
+    ...                "test_d (m.T.test_d)\\nChecks ... a thing. ... skipped 'why'\\n")
+    {'m.T.test_a': 'passed', 'm.T.test_b': 'failed', 'm.T.test_c': 'passed', 'm.T.test_d': 'skipped'}
     """
     tests: dict[str, str] = {}
     pending: str | None = None
     for line in text.splitlines():
-        m = _UNITTEST_START.match(line)
+        m = _UNITTEST_HEAD.match(line)
         if m:
-            method, where, rest = m.groups()
+            method, where, line = m.groups()
             pending = where if where.endswith("." + method) else f"{where}.{method}"
-            line = rest
         if pending is None:
             continue
-        word = _UNITTEST_WORD.match(line.strip())
+        word = _UNITTEST_TAIL.search(line.strip())
         if word:
             tests[pending] = _merge(tests.get(pending), _unittest_status(word.group(1)))
             pending = None
@@ -264,15 +266,17 @@ PARSERS = ("junit", *TEXT_PARSERS, "exit-code")
 def parse(parser: str, stdout: str, stderr: str, exit_code: int | None,
           junit: Iterable[bytes] = (), command: str = "") -> TestReport:
     """Per-test statuses with ``parser``; ``auto`` tries JUnit, then each text parser, then
-    the exit code. A named parser that finds nothing falls back to the exit code too, so a
-    report always says what it rests on."""
+    the exit code. ``junit`` without a readable report tries the text parsers (the runner
+    may have been stopped before writing it, or a repository's option moved it; ``pytest
+    -rA`` still printed every test). A named parser that finds nothing falls back to the
+    exit code too, so a report always says what it rests on."""
     junit = list(junit)
     text = stdout + "\n" + stderr
     if parser in ("junit", "auto") and junit:
         tests = parse_junit(junit)
         if tests:
             return TestReport("junit", tests)
-    candidates = TEXT_PARSERS if parser == "auto" else {
+    candidates = TEXT_PARSERS if parser in ("auto", "junit") else {
         k: v for k, v in TEXT_PARSERS.items() if k == parser}
     for name, fn in candidates.items():
         tests = fn(text)

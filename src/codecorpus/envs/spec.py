@@ -3,6 +3,14 @@
 The schema ships beside this module (``env_spec.schema.json``, JSON Schema 2020-12); a spec
 says how to install the repository, how to run its tests and parse them, under which
 sandbox policy, what it cost, and where each command was read.
+
+Two fields are measurements (``MEASURED``), different on every run of the same inputs:
+``durations`` (install and test seconds, CPU seconds) and ``tests`` (the counts of passed,
+failed and skipped tests and the flaky ids the runs observed). Everything else is the
+environment's identity, a function of the repository version, the host toolchains (their
+versions are in ``toolchain`` and in ``cache_key``) and the recipe: ``identity_hash`` is
+the sha256 over it, which the RL manifest records, so re-running a recipe gives the same
+manifest and ``manifest verify`` checks what the environment is, not how long it took.
 """
 
 from __future__ import annotations
@@ -18,6 +26,8 @@ from codecorpus.envs import sandbox as sb
 from codecorpus.envs.verify import Verification
 
 SCHEMA_PATH = Path(__file__).with_name("env_spec.schema.json")
+MEASURED = ("durations", "tests")
+"""The spec fields that are measurements of a run, left out of ``identity_hash``."""
 FORMAT_VERSION = 1
 # The command for chosen tests, per parser; {tests} is the shell-quoted test ids.
 SELECTORS = {
@@ -71,6 +81,18 @@ def environment_spec(env: Verification, repo: str, revision: str, box: sb.Sandbo
         "tests": {"passed": statuses.count("passed"), "failed": statuses.count("failed"),
                   "skipped": statuses.count("skipped"), "flaky": sorted(env.flaky)},
     }
+
+
+def identity_hash(spec: dict) -> str:
+    """sha256 of a spec without its measurements (``MEASURED``): canonical JSON, sorted keys.
+
+    >>> a = {"repo": "x", "durations": {"test_seconds": 1.0}, "tests": {"passed": 3}}
+    >>> identity_hash(a) == identity_hash({**a, "durations": {"test_seconds": 2.5}})
+    True
+    """
+    core = {k: v for k, v in spec.items() if k not in MEASURED}
+    text = json.dumps(core, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def spec_name(repo: str, dependency_hash: str) -> str:

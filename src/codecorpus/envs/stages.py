@@ -41,7 +41,7 @@ import pyarrow as pa
 
 from codecorpus import schema
 from codecorpus.envs import discover as disc
-from codecorpus.envs import propose, verify
+from codecorpus.envs import propose, toolchains, verify
 from codecorpus.envs import sandbox as sb
 from codecorpus.envs import spec as envspec
 from codecorpus.envs.config import EnvDiscoverConfig, EnvVerifyConfig, TaskValidateConfig
@@ -378,9 +378,11 @@ def verify_fn(run: StageRun) -> functools.partial:
 
 
 def verify_parts(recipe: Any) -> list[Any]:
-    """The proposer's code (its source file's digest): a changed proposer redoes verification."""
+    """The host toolchains' versions and platform (a new Python or Node redoes verification:
+    the cached installs and the specs depend on them), and the proposer's code (its source
+    file's digest)."""
     cfg = recipe.stages.env_verify
-    parts: list[Any] = []
+    parts: list[Any] = [toolchains.host_versions(), disc.HOST_PLATFORM]
     if cfg.proposer:
         parts.append(source_digest(propose.resolve(cfg.proposer)))
     return parts

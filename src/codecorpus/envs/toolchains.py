@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -44,7 +45,10 @@ def _version(argv: tuple[str, ...]) -> str:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return ""
-    return (proc.stdout or proc.stderr).strip().splitlines()[0] if proc.returncode == 0 else ""
+    if proc.returncode != 0:
+        return ""
+    first = (proc.stdout or proc.stderr).strip().splitlines()[:1]
+    return re.sub(r"\x1b\[[0-9;]*m", "", first[0]) if first else ""  # no terminal colours
 
 
 def _rust(env_dir: str) -> Toolchain:
@@ -94,6 +98,15 @@ def toolchain(name: str, env_dir: str) -> Toolchain:
     if name == "make":
         return Toolchain("make", _version(("make", "--version")))
     raise ValueError(f"unknown toolchain {name!r}")
+
+
+NAMES = ("python", "node", "rust", "go", "java-maven", "java-gradle", "cmake", "make")
+
+
+def host_versions() -> dict[str, str]:
+    """The version of every toolchain on this host ("" for a missing one): what an
+    environment verified here depends on besides the repository and the recipe."""
+    return {name: toolchain(name, "/env").version for name in NAMES}
 
 
 def with_toolchain(config: SandboxConfig, chain: Toolchain) -> SandboxConfig:

@@ -45,6 +45,7 @@ OVER_MAX_PER_REPO = "over_max_per_repo"
 DROP_REASONS = (PATCH_DOES_NOT_APPLY, INSTALL_FAILED, NO_TESTS_FOUND, NO_PASSING_TESTS,
                 NO_FAIL_TO_PASS, FLAKY, NO_ENVIRONMENT, OVER_MAX_PER_REPO, *sb.VIOLATIONS)
 COMPLETE = ".complete.json"
+NOT_FOUND = 127  # the shell's exit status for a command it cannot find
 
 
 class VerifyConfig(BaseModel):
@@ -302,13 +303,16 @@ def verify_environment(work: Path, cfg: VerifyConfig,
     for inst in found.installs:
         if tried.get(inst.toolchain, 0) >= cfg.max_installs:
             continue
-        tried[inst.toolchain] = tried.get(inst.toolchain, 0) + 1
-        tests = tests_by_chain.get(inst.toolchain, [])[: cfg.max_tests]
+        tests = tests_by_chain.get(inst.toolchain, [])
         if not tests:
             continue
+        tried.setdefault(inst.toolchain, 0)
+        first = len(steps)
         out = _attempt(work, inst, tests, cfg, found, steps, reasons)
         if out.verified:
             return out
+        if not _not_here(steps[first:], "install"):
+            tried[inst.toolchain] += 1
     for chain, tests in tests_by_chain.items():  # test commands with no install of their own
         if chain not in tried:
             out = _attempt(work, disc.Candidate((), chain, "", 0, disc.CONVENTION), tests,
@@ -335,17 +339,30 @@ def _attempt(work: Path, inst: disc.Candidate, tests: list[disc.Candidate], cfg:
         reasons.append(reason)
         out.reason = reason
         return out
+    ran = 0
     for cand in tests:
+        if ran >= cfg.max_tests:
+            break
+        first = len(steps)
         reason = _try_tests(work, cand, inst.toolchain, cfg, env_dir, out)
         if reason is None:
             out.verified, out.reason = True, None
             break
         reasons.append(reason)
         out.reason = reason
+        ran += not _not_here(steps[first:], "test")
     out.cpu_seconds = round(sum(s.cpu_seconds for s in steps), 3)
     if env_dir and inst.toolchain not in toolchains.CACHEABLE:
         shutil.rmtree(env_dir, ignore_errors=True)
     return out
+
+
+def _not_here(steps: list[Step], phase: str) -> bool:
+    """Whether the last ``phase`` step of an attempt failed for a program the sandbox does
+    not have (exit 127: ``uv``, ``uvx``, ``hatch`` ...): a candidate that could not start
+    is not one of the ``max_installs``/``max_tests`` tried."""
+    last = [s for s in steps if s.phase == phase][-1:]
+    return bool(last) and last[0].exit_code == NOT_FOUND and last[0].violation is None
 
 
 def verify_revision(repo: Path, commit: str, cfg: VerifyConfig) -> Verification:

@@ -1,11 +1,14 @@
 """The RL manifest of an environments run: the verified environments and tasks, with hashes.
 
 ``manifest.json`` of kind ``codecorpus.rl`` lists every environment spec (``envs/*.json``:
-path, sha256, repository, revision, cache key) and the verified task set
+path, ``spec_sha256``, repository, revision, cache key) and the verified task set
 (``verified/tasks.jsonl``: path, sha256, count, and per task its instance id, environment
 and the sha256 of its JSON line). Sorted keys, relative paths, no timestamps: the same run
-gives the same bytes. ``verify`` trusts none of it: it re-hashes every file, re-reads every
-task line, checks each spec against the shipped schema and each task's FAIL_TO_PASS.
+gives the same bytes. A spec's ``spec_sha256`` is its identity hash (``envs.spec.
+identity_hash``: everything but the measured durations and test counts), so the same inputs
+give the same manifest although the measurements in the spec files differ run to run.
+``verify`` trusts none of it: it re-hashes every spec and task file, re-reads every task
+line, checks each spec against the shipped schema and each task's FAIL_TO_PASS.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ def build_manifest(root: Path, envs_dir: str, tasks_file: str) -> dict[str, Any]
     envs = []
     for path in store.list_files(root / envs_dir, "*.json", fetch=True):
         doc = json.loads(path.read_text())
-        envs.append({"path": f"{envs_dir}/{path.name}", "sha256": sha256_file(path), "repo": doc["repo"],
+        envs.append({"path": f"{envs_dir}/{path.name}", "spec_sha256": envspec.identity_hash(doc), "repo": doc["repo"],
                      "revision": doc["revision"], "cache_key": doc["cache_key"],
                      "toolchain": doc["toolchain"]["name"]})
     tasks_path = store.ensure_local(root / tasks_file)
@@ -66,12 +69,14 @@ def _env_problems(root: Path, m: dict[str, Any]) -> list[str]:
         if not path.is_file():
             problems.append(f"environments: {e['path']} is missing")
             continue
-        if (digest := sha256_file(path)) != e["sha256"]:
-            problems.append(f"{e['path']}: sha256: expected {e['sha256']} (manifest), found {digest}")
         try:
-            jsonschema.validate(json.loads(path.read_text()), envspec.schema())
+            doc = json.loads(path.read_text())
+            jsonschema.validate(doc, envspec.schema())
         except (ValueError, jsonschema.ValidationError) as err:
             problems.append(f"{e['path']}: not a valid environment spec: {str(err).splitlines()[0]}")
+            continue
+        if (digest := envspec.identity_hash(doc)) != e["spec_sha256"]:
+            problems.append(f"{e['path']}: spec_sha256: expected {e['spec_sha256']} (manifest), found {digest}")
     return problems
 
 

@@ -1,0 +1,360 @@
+"""What tox would run for a repository's test environment, as plain shell commands.
+
+tox itself is not run: it builds its virtualenvs and installs their dependencies when the
+tests start, which needs the network the test phase does not have. Instead its
+configuration (``tox.ini``, ``setup.cfg``'s ``[tox:tox]``, or ``pyproject.toml``'s
+``[tool.tox] legacy_tox_ini``) is read the way tox reads it, for the one environment that
+tests the package on the host's Python:
+
+- the environment: from ``env_list``/``envlist`` (brace expansions such as
+  ``py3{9-13}-tests`` included), the one whose factors name the host Python and tests
+  (lint, docs, typing and packaging environments are never chosen); ``py`` when none is
+  listed;
+- its settings: ``[testenv:NAME]`` (or a section whose expansion holds NAME) over
+  ``[testenv]``, factor-conditional lines (``tests: pytest``, ``!py39: x``,
+  ``py311,py312: y``, ``a-b: z``) kept when they match NAME's factors;
+- substitutions: ``{posargs}`` (its default when it has one), ``{toxinidir}``,
+  ``{envpython}``, ``{envbindir}``, ``{envdir}``, ``{envsitepackagesdir}``,
+  ``{envtmpdir}``/``{envlogdir}`` (directories under the sandbox's private /tmp, made
+  before the command), ``{envname}``, ``{env:VAR:default}``, ``{[section]key}``, ``{/}``
+  and ``{:}``. A command or dependency holding anything else is left out and noted: a
+  literal ``{...}`` would only make a command fail for a reason that is not the tests';
+- ``deps`` (requirement lines, ``-r``/``-c``/``-e`` options split into arguments),
+  ``extras``, ``dependency_groups`` (PEP 735), ``skip_install``/``package = skip``,
+  ``set_env``/``setenv`` (assignments before each command) and ``commands_pre`` (run before
+  each command, in the test phase: they may build into the work tree).
+"""
+
+from __future__ import annotations
+
+import configparser
+import platform
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import tomllib
+
+ENV_TMP = "/tmp/tox-env-tmp"
+ENV_LOG = "/tmp/tox-env-log"
+# Factors of environments that are not the test suite.
+_NOT_TESTS = frozenset({
+    "lint", "linting", "flake8", "pylint", "mypy", "typing", "types", "type", "typecheck",
+    "pyright", "ty", "pyrefly", "docs", "doc", "docset", "style", "format", "fmt", "black",
+    "isort", "ruff", "pre-commit", "precommit", "codespell", "spell", "twine", "build",
+    "release", "publish", "packaging", "check", "checks", "manifest", "readme", "changelog",
+    "coverage", "report", "combine", "clean", "bench", "benchmark", "benchmarks", "safety",
+    "security", "bandit", "pydocstyle", "docformatter", "autopep8", "update", "fetch",
+    "compile", "upgrade", "dev", "develop", "venv", "cog", "pep8", "qa", "verify_tables",
+})
+_COND = re.compile(r"^([!\w.{},+-]+):\s+(.*)$")
+_SUB = re.compile(r"\{([^{}]*)\}")
+
+
+@dataclass(frozen=True)
+class ToxEnv:
+    """One tox test environment as shell commands."""
+
+    name: str
+    file: str
+    line: int
+    install_package: bool
+    extras: tuple[str, ...]
+    groups: tuple[str, ...]
+    deps: tuple[str, ...]
+    """pip arguments, shell-quoted: ``-r requirements/tests.txt``, ``'pytest>=8'``."""
+    commands: tuple[tuple[str, int], ...]
+    """Each command with the line it was read from."""
+    notes: tuple[str, ...] = field(default=())
+
+
+def read_config(root: Path) -> tuple[configparser.ConfigParser, str, str] | None:
+    """tox's configuration of a tree: the parser, the file it came from, that file's text."""
+    for name, section in (("tox.ini", "tox"), ("setup.cfg", "tox:tox")):
+        text = _read(root / name)
+        ini = _parse(text) if text else None
+        if ini is not None and (ini.has_section(section) or ini.has_section("testenv")
+                                or any(s.startswith("testenv:") for s in ini.sections())):
+            if section == "tox:tox":
+                ini = _renamed(ini)
+            return ini, name, text
+    text = _read(root / "pyproject.toml")
+    try:
+        legacy = (tomllib.loads(text).get("tool") or {}).get("tox", {}).get("legacy_tox_ini")
+    except (tomllib.TOMLDecodeError, AttributeError):
+        legacy = None
+    ini = _parse(legacy) if isinstance(legacy, str) else None
+    return (ini, "pyproject.toml", text) if ini is not None else None
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text("utf-8", "replace") if path.is_file() else ""
+    except OSError:
+        return ""
+
+
+def _parse(text: str) -> configparser.ConfigParser | None:
+    ini = configparser.ConfigParser(interpolation=None, strict=False)
+    try:
+        ini.read_string(text)
+    except configparser.Error:
+        return None
+    return ini
+
+
+def _renamed(ini: configparser.ConfigParser) -> configparser.ConfigParser:
+    """setup.cfg spells sections ``[tox:tox]`` and ``[testenv...]``: keep those only."""
+    out = configparser.ConfigParser(interpolation=None, strict=False)
+    for sec in ini.sections():
+        name = "tox" if sec == "tox:tox" else sec
+        if name == "tox" or name.startswith("testenv"):
+            out[name] = dict(ini[sec])
+    return out
+
+
+def expand(text: str) -> list[str]:
+    """tox's generative names: top-level commas, brace alternatives and numeric ranges.
+
+    >>> expand("py3{9-11}-tests, lint")
+    ['py39-tests', 'py310-tests', 'py311-tests', 'lint']
+    >>> expand("py{38,py3}-{a,b}")
+    ['py38-a', 'py38-b', 'pypy3-a', 'pypy3-b']
+    """
+    out = []
+    for part in _split_top(text, ","):
+        part = part.strip()
+        if part and not part.startswith("#"):
+            out += _braces(part)
+    return out
+
+
+def _split_top(text: str, sep: str) -> list[str]:
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        depth += (ch == "{") - (ch == "}")
+        if ch == sep and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return [*parts, cur]
+
+
+def _braces(text: str) -> list[str]:
+    m = re.search(r"\{([^{}]*)\}", text)
+    if not m:
+        return [text]
+    alts: list[str] = []
+    for alt in m.group(1).split(","):
+        rng = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*", alt)
+        alts += ([str(i) for i in range(int(rng.group(1)), int(rng.group(2)) + 1)]
+                 if rng else [alt.strip()])
+    return [x for alt in alts for x in _braces(text[:m.start()] + alt + text[m.end():])]
+
+
+def _env_names(ini: configparser.ConfigParser) -> list[str]:
+    listed = ""
+    if ini.has_section("tox"):
+        listed = ini["tox"].get("env_list", ini["tox"].get("envlist", ""))
+    names = [n for line in listed.splitlines() for n in expand(line)]
+    names += [n for sec in ini.sections() if sec.startswith("testenv:")
+              for n in expand(sec.split(":", 1)[1])]
+    return list(dict.fromkeys(names)) or ["py"]
+
+
+def _score(name: str) -> int:
+    """How surely an environment name is the test suite on the host's Python (<= 0: not)."""
+    factors = set(name.split("-"))
+    if factors & _NOT_TESTS:
+        return 0
+    major, minor = platform.python_version_tuple()[:2]
+    host = {f"py{major}{minor}", f"py{major}.{minor}", f"python{major}.{minor}"}
+    score = 0
+    if factors & host:
+        score += 4
+    elif any(re.fullmatch(r"py(thon)?(\d[\d.]*)?", f) for f in factors):
+        score += 2
+    if any("pypy" in f for f in factors):
+        score -= 3
+    if any("test" in f or f == "unit" for f in factors):
+        score += 2
+    return score
+
+
+def chosen_env(ini: configparser.ConfigParser) -> str | None:
+    """The environment that runs the tests on the host's Python (the first best scored)."""
+    names = _env_names(ini)
+    best = max(names, key=_score)
+    return best if _score(best) > 0 else None
+
+
+def _section(ini: configparser.ConfigParser, name: str) -> configparser.SectionProxy | None:
+    for sec in ini.sections():
+        if sec.startswith("testenv:") and name in expand(sec.split(":", 1)[1]):
+            return ini[sec]
+    return None
+
+
+def _applies(cond: str, factors: set[str]) -> bool:
+    """``a,b`` is a or b; ``a-b`` a and b; ``!a`` not a (braces expand first)."""
+    for alt in expand(cond):
+        if all((f[1:] not in factors) if f.startswith("!") else (f in factors)
+               for f in alt.split("-")):
+            return True
+    return False
+
+
+class _Resolver:
+    """Values of one environment, factor conditions applied and substitutions made."""
+
+    def __init__(self, ini: configparser.ConfigParser, name: str):
+        self.ini, self.name = ini, name
+        self.factors = set(name.split("-"))
+        self.own = _section(ini, name)
+        self.base = ini["testenv"] if ini.has_section("testenv") else None
+        self.notes: list[str] = []
+        self.needs_dirs: set[str] = set()
+
+    def raw(self, *keys: str) -> str | None:
+        for sec in (self.own, self.base):
+            for key in keys:
+                if sec is not None and key in sec:
+                    return sec[key]
+        return None
+
+    def lines(self, *keys: str) -> list[str]:
+        """A multi-line value: continuations joined, comments dropped, conditions applied."""
+        value = self.raw(*keys) or ""
+        value = re.sub(r"\\\s*\n\s*", " ", value)
+        out = []
+        for line in value.splitlines():
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            m = _COND.match(line)
+            if m:
+                if not _applies(m.group(1), self.factors):
+                    continue
+                line = m.group(2).strip()
+            out.append(line)
+        return out
+
+    def items(self, *keys: str) -> list[str]:
+        """A list value: lines, and commas within a line."""
+        return [x.strip() for line in self.lines(*keys) for x in line.split(",") if x.strip()]
+
+    def boolean(self, key: str) -> bool:
+        return (self.raw(key) or "").strip().lower() in ("true", "1", "yes")
+
+    def substitute(self, text: str) -> str | None:
+        """``text`` with tox's substitutions made; None when one cannot be resolved."""
+        text = _posargs(text)
+        text = re.sub(r"(^|\s)\[\](?=\s|$)", r"\1", text)  # tox 3's bare posargs
+        for _ in range(10):
+            new = _SUB.sub(lambda m: self._one(m.group(1)), text)
+            if new == text:
+                break
+            text = new
+        if "\0" in text or _SUB.search(text):
+            self.notes.append(f"left out (unresolved substitution): {text[:120]}")
+            return None
+        return re.sub(r"\s+", " ", text).strip()
+
+    def _one(self, key: str) -> str:
+        fixed = {"toxinidir": ".", "tox_root": ".", "toxworkdir": ".tox", "work_dir": ".tox",
+                 "envpython": "python", "env_python": "python", "basepython": "python",
+                 "base_python": "python", "envbindir": "$ENV_DIR/venv/bin",
+                 "env_bin_dir": "$ENV_DIR/venv/bin", "envdir": "$ENV_DIR/venv",
+                 "env_dir": "$ENV_DIR/venv", "envname": self.name, "env_name": self.name,
+                 "/": "/", ":": ":", "envsitepackagesdir": _SITE, "env_site_packages_dir": _SITE}
+        if key in fixed:
+            return fixed[key]
+        if key in ("envtmpdir", "env_tmp_dir", "envlogdir", "env_log_dir"):
+            path = ENV_TMP if "tmp" in key else ENV_LOG
+            self.needs_dirs.add(path)
+            return path
+        if key.startswith("env:"):
+            return key.split(":", 2)[2] if key.count(":") >= 2 else ""
+        ref = re.fullmatch(r"\[([^\]]+)\]([\w-]+)", key)
+        if ref and self.ini.has_option(ref.group(1), ref.group(2)):
+            return " ".join(self.ini.get(ref.group(1), ref.group(2)).split())
+        return "\0" + key + "\1"  # unresolved: kept, and the caller drops the line
+
+
+_SITE = "$(python -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])')"
+
+
+def _posargs(text: str) -> str:
+    """``{posargs}`` -> nothing, ``{posargs:default}`` -> its default (nested braces kept)."""
+    while True:
+        start = text.find("{posargs")
+        if start < 0:
+            return text
+        depth, end = 0, start
+        for end in range(start, len(text)):
+            depth += (text[end] == "{") - (text[end] == "}")
+            if depth == 0:
+                break
+        inner = text[start + 1: end]
+        default = inner.split(":", 1)[1] if ":" in inner else ""
+        text = text[:start] + default + text[end + 1:]
+
+
+def _pip_args(dep: str) -> list[str]:
+    """One ``deps`` line as pip arguments: ``-r file`` and the like split, a requirement
+    quoted for the shell."""
+    m = re.fullmatch(r"(-[rce]|--requirement|--constraint|--editable)\s*=?\s*(\S.*)", dep)
+    if m:
+        return [m.group(1), shlex.quote(m.group(2).strip())]
+    return [shlex.quote(dep)]
+
+
+def resolve(ini: configparser.ConfigParser, name: str, file: str, text: str) -> ToxEnv:
+    """The install settings and commands of environment ``name``."""
+    r = _Resolver(ini, name)
+    deps = []
+    for dep in r.lines("deps"):
+        dep = r.substitute(dep)
+        if dep:
+            deps += _pip_args(dep)
+    env_vars = []
+    for item in r.lines("set_env", "setenv"):
+        key, eq, value = item.partition("=")
+        value = r.substitute(value.strip()) if eq else None
+        if value is not None and re.fullmatch(r"[A-Za-z_]\w*", key.strip()):
+            env_vars.append(f"{key.strip()}={shlex.quote(value)}")
+    header = f"[{r.own.name}]" if r.own is not None else "[testenv]"
+    first = _line_of(text, header) or _line_of(text, "[testenv")
+    commands = []
+    for cmd in r.lines("commands"):
+        line = _line_of(text, cmd[:30]) or first
+        cmd = r.substitute(cmd.lstrip("-! ").strip())
+        if cmd:
+            commands.append((" ".join([*env_vars, cmd]), line))
+    pre = [c for c in map(r.substitute, r.lines("commands_pre")) if c]
+    if r.needs_dirs:
+        pre.insert(0, "mkdir -p " + " ".join(sorted(r.needs_dirs)))
+    if pre:
+        commands = [(" && ".join([*pre, c]), line) for c, line in commands]
+    package = (r.raw("package") or "").strip()
+    skip = r.boolean("skip_install") or package == "skip"
+    return ToxEnv(name, file, first, not skip, tuple(r.items("extras")),
+                  tuple(r.items("dependency_groups")), tuple(deps), tuple(commands),
+                  tuple(r.notes))
+
+
+def _line_of(text: str, needle: str) -> int:
+    pos = text.find(needle) if needle else -1
+    return text.count("\n", 0, pos) + 1 if pos >= 0 else 0
+
+
+def read(root: Path) -> ToxEnv | None:
+    """The test environment of a tree's tox configuration (None without one)."""
+    found = read_config(Path(root))
+    if found is None:
+        return None
+    ini, file, text = found
+    name = chosen_env(ini)
+    return resolve(ini, name, file, text) if name else None
