@@ -317,6 +317,11 @@ def check_same_tokenizer(path: Path, texts: list[str]) -> int:
     return sum(a != b for a, b in zip(ours, theirs, strict=True))
 
 
+DATATROVE_TOKENIZER_BATCH = 1000
+"""Documents per ``encode_batch`` in datatrove's tokenizer (its docstring's 1000; the code's default
+of 10000 holds HF ``Encoding`` objects for tens of millions of tokens at 8x and was OOM-killed at 24 GB)."""
+
+
 def run_datatrove(files: list[tuple[str, str]], work: Path, workers: int, tokenizer: Path) -> float:
     from datatrove.executor import LocalPipelineExecutor
     from datatrove.pipeline.dedup.minhash import (
@@ -355,7 +360,7 @@ def run_datatrove(files: list[tuple[str, str]], work: Path, workers: int, tokeni
         executor([ParquetReader(d["filtered"], glob_pattern="*.parquet"), MinhashDedupFilter(d["remove"]),
                   ParquetWriter(d["kept"]),
                   DocumentTokenizer(d["tokens"], tokenizer_name_or_path=str(tokenizer), eos_token=EOS,
-                                    shuffle_documents=False)], tasks, "log4"),
+                                    shuffle_documents=False, batch_size=DATATROVE_TOKENIZER_BATCH)], tasks, "log4"),
     ]
     t0 = time.perf_counter()
     with _output_to(work / "datatrove.log"):  # its task loggers print every pipeline and stat
