@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -107,8 +108,6 @@ def process_seconds() -> float:
         uptime = float(Path("/proc/uptime").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return 0.0
-    import os
-
     return max(uptime - start_ticks / os.sysconf("SC_CLK_TCK"), 0.0)
 
 
@@ -121,12 +120,13 @@ def print_timing(result, started: float, report_seconds: float | None) -> None:
     cpus = max(result.cpus, 1)
     lines = [f"time on {cpus} CPUs: start {started:.1f} s, Ray {result.ray_seconds:.1f} s "
              f"(planning {result.plan_seconds:.1f} s beside it); per stage:"]
+    stages_outside = 0.0
     for st in result.stages:
         outside = max(st.seconds - st.task_seconds / cpus, 0.0)
+        stages_outside += outside
         share = outside / st.seconds if st.seconds > 0 else 0.0
         lines.append(f"  {st.name:<14}{st.seconds:7.1f} s wall{st.task_seconds:8.1f} task-s{st.cpu_seconds:7.1f} CPU-s"
                      f"{share:6.0%} outside")
-    stages_outside = sum(max(st.seconds - st.task_seconds / cpus, 0.0) for st in result.stages)
     total_outside = started + result.ray_seconds + stages_outside + (report_seconds or 0.0)
     lines.append(f"  outside tasks: {total_outside:.1f} s (start-up {started + result.ray_seconds:.1f}, "
                  f"stages {stages_outside:.1f}, report {report_seconds or 0.0:.1f})")

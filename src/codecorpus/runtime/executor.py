@@ -83,10 +83,6 @@ class RunResult:
     ray_seconds: float = 0.0
     cpus: int = 1
 
-    @property
-    def task_seconds(self) -> float:
-        return sum(st.task_seconds for st in self.stages)
-
 
 def init_ray(workers: int | None, address: str | None, object_store_bytes: int = DEFAULT_OBJECT_STORE_BYTES) -> None:
     """Start (or join) Ray. Local runs bind to loopback only and start no dashboard.
