@@ -162,6 +162,22 @@ def _remote(point: str, fn: Callable[..., Any], *args: Any) -> Any:
     return result
 
 
+STOP_WAIT_SECONDS = 60.0
+"""How long a stopping run waits for its cancelled tasks to unwind."""
+
+
+def _stop(refs: list[ray.ObjectRef]) -> None:
+    """Cancel tasks still running and wait for them to end.
+
+    A cancelled task gets KeyboardInterrupt, so its writers remove their temporary files
+    (``atomic_writer``); without the wait, Ray's shutdown could kill it mid-write.
+    """
+    for ref in refs:
+        ray.cancel(ref)
+    if refs:
+        ray.wait(refs, num_returns=len(refs), timeout=STOP_WAIT_SECONDS)
+
+
 class Executor:
     """Runs a recipe's stages; ``run_pipeline`` is the whole run, ``stage_run(name)`` one stage's view."""
 
@@ -209,18 +225,23 @@ class Executor:
         self._require_upstream(spec)
         self._prepare_stage_dir(spec)
         stage = self.stage_run(spec.name)
-        if spec.kind == "source":
-            results = stage.run_tasks(spec.name, spec.source_jobs(stage))
-        elif spec.kind in MAP_KINDS:
-            fn = spec.map_fn(stage)
-            jobs = [
-                Job(schema.shard_name(i), tasks.map_task, (stage.task, i, stage.upstream, fn),
-                    (str(self.run.part(stage.upstream, i)),))
-                for i in range(stage.shard_count(stage.upstream))
-            ]
-            results = stage.run_tasks(spec.name, jobs)
-        else:
-            results = spec.phases(stage)
+        try:
+            if spec.kind == "source":
+                results = stage.run_tasks(spec.name, spec.source_jobs(stage))
+            elif spec.kind in MAP_KINDS:
+                fn = spec.map_fn(stage)
+                jobs = [
+                    Job(schema.shard_name(i), tasks.map_task, (stage.task, i, stage.upstream, fn),
+                        (str(self.run.part(stage.upstream, i)),))
+                    for i in range(stage.shard_count(stage.upstream))
+                ]
+                results = stage.run_tasks(spec.name, jobs)
+            else:
+                results = spec.phases(stage)
+        except PipelineError:  # a stopped run leaves no partial file on this node
+            for directory in self._stage_dirs(spec):
+                remove_stale_temps(directory)
+            raise
         self._write_stats(spec.name, tasks.aggregate_stats(results))
         return stage.ran, stage.skipped
 
@@ -281,10 +302,13 @@ class Executor:
                 store.remove_tree(self.run.root / rel)
             for rel in spec.output_files:
                 store.remove_file(self.run.root / rel)
-        for directory in (self.run.stage_dir(spec.name), *(self.run.root / rel for rel in spec.output_dirs)):
+        for directory in self._stage_dirs(spec):
             remove_stale_temps(directory)
         meta = {"hash": self._hashes[spec.name]}
         atomic_write_bytes(self.run.stage_meta(spec.name), json.dumps(meta, sort_keys=True).encode())
+
+    def _stage_dirs(self, spec: StageSpec) -> tuple[Path, ...]:
+        return (self.run.stage_dir(spec.name), *(self.run.root / rel for rel in spec.output_dirs))
 
     def _read_stage_meta(self, stage: str) -> dict[str, Any]:
         try:
@@ -321,8 +345,7 @@ class Executor:
                 try:
                     results[i] = ray.get(done[0])
                 except ray.exceptions.RayError as err:
-                    for ref in pending:
-                        ray.cancel(ref)
+                    _stop(list(pending))
                     raise PipelineError(_task_failure(ctx.stage, jobs[i], err)) from None
                 measured = results[i].pop("memory", None) if isinstance(results[i], dict) else None
                 self._memory.setdefault(ctx.stage, memory.StageMemory()).add(label, jobs[i].name, measured)
@@ -378,8 +401,7 @@ class _PlanTasks:
             try:
                 result = ray.get(ref)
             except ray.exceptions.RayError as err:
-                for rest in refs[i + 1:]:
-                    ray.cancel(rest)
+                _stop(refs[i + 1:])
                 raise PipelineError(_task_failure("planning", Job(f"{label}:{i}", fn), err)) from None
             if isinstance(result, dict):  # node and memory: the runtime's, not the plan's
                 result = {k: v for k, v in result.items() if k not in ("node", "memory", TASK_TIME)}
