@@ -40,6 +40,11 @@ orjson (absent), so intermediate data is Parquet (its ``ParquetWriter/Reader``).
 Tokenizers and every Rust pool are held to one thread per worker
 (``RAYON_NUM_THREADS=1``) so both sides use 2 cores.
 
+Each datatrove stage runs under a watchdog: its pool waits forever for a worker the
+kernel killed (out of memory at ``--scale 8`` with its default tokenizer batch), so
+when one of its processes vanishes and the stage does not end within 20 s the bench
+kills the pool and exits 1 with the reason.
+
 Prints per-step document counts of each side, the overlap of the kept document
 paths, wall time and MB/s per core (planned input bytes / wall / workers), a
 profile of where codecorpus spends its time (per-stage and per-phase task seconds
@@ -64,6 +69,7 @@ import os
 import pstats
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -364,9 +370,82 @@ def run_datatrove(files: list[tuple[str, str]], work: Path, workers: int, tokeni
     ]
     t0 = time.perf_counter()
     with _output_to(work / "datatrove.log"):  # its task loggers print every pipeline and stat
-        for stage in stages:
-            stage.run()
+        for i, stage in enumerate(stages, 1):
+            run_watched(stage.run, f"datatrove stage {i} of {len(stages)}")
     return time.perf_counter() - t0
+
+
+class WorkerDied(RuntimeError):
+    """A datatrove pool worker vanished mid-stage: its rank never completes and the pool waits forever."""
+
+
+WORKER_GRACE_SECONDS = 20.0
+"""How long a stage may go on after one of its processes vanished (a pool closing at the end is quick)."""
+
+
+def _oom_kills() -> int:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/vmstat").read_text().splitlines():
+            if line.startswith("oom_kill "):
+                return int(line.split()[1])
+    return 0
+
+
+def _descendants(root: int) -> set[int]:
+    """Every live process below ``root``, from ``/proc``."""
+    children: dict[int, list[int]] = defaultdict(list)
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                state, ppid = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:2]
+                if state != "Z":  # a zombie has ended; only its parent has not reaped it yet
+                    children[int(ppid)].append(int(entry.name))
+    found, todo = set(), [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def run_watched(fn: Any, what: str) -> None:
+    """Run ``fn`` in a thread; raise ``WorkerDied`` if a child process vanishes and ``fn`` does not end.
+
+    datatrove's ``LocalPipelineExecutor`` maps ranks over a ``multiprocess`` pool whose workers
+    live until the pool closes. One killed by the kernel (out of memory) takes its rank with
+    it and ``imap_unordered`` never returns.
+    """
+    import threading
+
+    oom_before = _oom_kills()
+    failed: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            fn()
+        except BaseException as err:  # re-raised in the caller's thread
+            failed.append(err)
+
+    thread = threading.Thread(target=target, name=what, daemon=True)
+    thread.start()
+    seen: set[int] = set()
+    vanished_at: float | None = None
+    while thread.is_alive():
+        thread.join(timeout=1.0)
+        alive = _descendants(os.getpid())
+        if seen - alive and vanished_at is None:
+            vanished_at = time.perf_counter()
+        seen |= alive
+        if vanished_at is not None and thread.is_alive() and time.perf_counter() - vanished_at > WORKER_GRACE_SECONDS:
+            for pid in _descendants(os.getpid()):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            oom = _oom_kills() - oom_before
+            reason = f"the kernel killed {oom} process(es) for lack of memory" if oom else "a worker process ended"
+            raise WorkerDied(f"{what}: {reason} and the stage did not finish within {WORKER_GRACE_SECONDS:.0f} s; "
+                             "datatrove's pool would wait for it forever")
+    if failed:
+        raise failed[0]
 
 
 @contextlib.contextmanager
@@ -596,6 +675,11 @@ def main() -> None:
         if "datatrove" in walls:
             matched = "light" if "light" in walls else chosen[0]  # the steps datatrove runs too
             print(f"speedup vs datatrove: {walls['datatrove'] / walls[matched]:.2f}x")
+    except WorkerDied as err:
+        print(f"\nFAILED: {err}", file=sys.stderr, flush=True)
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+        os._exit(1)  # the pool's thread is still blocked; interpreter shutdown would join it
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
