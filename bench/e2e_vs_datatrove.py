@@ -176,12 +176,16 @@ def run_codecorpus(recipe: dict[str, Any], work: Path, workers: int) -> tuple[fl
     work.mkdir(parents=True, exist_ok=True)
     path = work / "recipe.yaml"
     path.write_text(yaml.safe_dump(recipe, sort_keys=False))
-    cmd = [sys.executable, "-m", "codecorpus", "run", str(path), "--workers", str(workers), "--quiet"]
+    cmd = [sys.executable, "-m", "codecorpus", "run", str(path), "--workers", str(workers)]
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env={**os.environ, "COLUMNS": "160"})
     seconds = time.perf_counter() - t0
+    (work / "codecorpus.log").write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
         sys.exit(f"codecorpus run failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    timing = (proc.stdout + proc.stderr).split("time on ", 1)
+    if len(timing) == 2:  # the CLI's own lines: start-up, each stage's share outside tasks
+        print("  codecorpus's timing lines: time on " + timing[1].rstrip().replace("\n", "\n  "))
     return seconds, Path(recipe["out"])
 
 
@@ -521,9 +525,15 @@ def task_seconds(run: Path) -> dict[str, dict[str, float]]:
     return out
 
 
-def outside_tasks(run: Path, wall: float, workers: int) -> float:
-    """Wall seconds not covered by task bodies on the run's cores (start-up, planning, barriers, report)."""
-    return wall - sum(sum(p.values()) for p in task_seconds(run).values()) / workers
+def outside_tasks(log: Path, wall: float, workers: int) -> float:
+    """Wall seconds not covered by tasks on the run's cores (start-up, planning, barriers, report, exit).
+
+    The task seconds are the CLI's (``task-s`` of its timing lines in ``log``): each task's
+    whole body as the executor timed it, where a marker's ``seconds`` leave out its reads
+    and writes.
+    """
+    spent = sum(float(m) for m in re.findall(r"([0-9.]+) task-s", log.read_text()))
+    return wall - spent / workers
 
 
 def print_profile(run: Path, wall: float, workers: int) -> list[str]:
@@ -536,9 +546,8 @@ def print_profile(run: Path, wall: float, workers: int) -> list[str]:
         detail = "  ".join(f"{k} {v:.1f}" for k, v in sorted(phases.items(), key=lambda kv: -kv[1])) \
             if len(phases) > 1 else ""
         print(f"  {stage:<10} {s:8.1f} {s / total:6.1%}   {detail}")
-    overhead = outside_tasks(run, wall, workers)
-    print(f"  sum of task seconds {total:.1f} s = {total / workers:.1f} s on {workers} cores; wall {wall:.1f} s: "
-          f"{overhead:.1f} s outside tasks (interpreter and Ray start, planning, scheduling, report)")
+    print(f"  sum of the markers' task seconds {total:.1f} s = {total / workers:.1f} s on {workers} cores "
+          f"(their computing, without reading and writing the shards); wall {wall:.1f} s")
     return sorted(secs, key=lambda s: -sum(secs[s].values()))
 
 
@@ -641,7 +650,7 @@ def main() -> None:
             walls[name], runs[name] = run_codecorpus(
                 bench_recipe(source, tmp / f"cc-{name}" / "run", variants[name]), tmp / f"cc-{name}", args.workers)
             print(f"  wall {walls[name]:.1f} s, {mb / walls[name] / args.workers:.2f} MB/s per core; {load_average()}")
-            outside[name] = outside_tasks(runs[name], walls[name], args.workers)
+            outside[name] = outside_tasks(tmp / f"cc-{name}" / "codecorpus.log", walls[name], args.workers)
             print(f"  outside tasks: {outside[name]:.1f} s of {walls[name]:.1f} s wall")
             print_counts("documents per stage:", codecorpus_counts(runs[name]))
         if not args.no_datatrove:

@@ -152,6 +152,21 @@ def test_plan_in_tasks_equals_the_plan_in_memory(corpus: Path, tmp_path: Path, s
     assert [shardplan.load_units(s.pieces, plan_dir) for s in inline.shards] == old
 
 
+def test_many_repositories_of_few_files_are_listed_on_the_driver_until_they_hold_too_many(
+    corpus: Path, tmp_path: Path, monkeypatch
+):
+    cfg = IngestConfig(shard_bytes=200, max_file_bytes=2500)
+    sources = _sources(corpus)
+    expected = config_hash([plan.plan_fingerprint(s) for s in plan.plan_shards(sources, cfg)])
+    tasks = InProcessTasks(tmp_path / "run")
+    few = shardplan.plan_ingest(sources, cfg, tasks, inline_listings=1)  # over the count, under the units
+    assert few.repositories > 1 and not few.listed_in_tasks and "plan" not in tasks.calls
+    monkeypatch.setattr(shardplan, "INLINE_UNITS", 3)
+    many = shardplan.plan_ingest(sources, cfg, tasks, inline_listings=1)
+    assert many.listed_in_tasks and tasks.calls["plan"] > 0
+    assert few.hash == many.hash == expected
+
+
 def test_the_corpus_covers_what_it_claims(corpus: Path):
     units = [u for s in plan.plan_shards(_sources(corpus), IngestConfig(max_file_bytes=2500)) for u in s]
     reasons = {getattr(u, "skip", None) for u in units}

@@ -22,8 +22,9 @@ The ingest task loads its own shard's units from the batch files
 (:func:`load_units`). The driver holds per repository one count, per shard its
 pieces and summary, and one batch's sizes at a time.
 
-Plans of a few repositories (:data:`INLINE_LISTINGS`) are listed on the driver
-with no files, as before: no task start for the quickstart. Batch files are
+Plans of a few repositories (:data:`INLINE_LISTINGS`), or of more that hold at most
+:data:`INLINE_UNITS` units, are listed on the driver with no files, as before: no
+task start for the quickstart, and none for a corpus the driver can hold. Batch files are
 named by their content's hash, so a node's stale mirror copy of an older plan is
 never read for a new one; the folder is rewritten by every planning run.
 """
@@ -65,6 +66,9 @@ log = logging.getLogger(__name__)
 
 INLINE_LISTINGS = 64
 """Plans of at most this many repositories are listed on the driver, without tasks or files."""
+INLINE_UNITS = 100_000
+"""Plans of more repositories are still listed on the driver (while Ray starts) as long as they
+hold at most this many units; a listing that grows past it is dropped and redone in tasks."""
 INLINE_ENV = "CODECORPUS_PLAN_INLINE"
 """Overrides INLINE_LISTINGS (``0``: always plan in tasks, e.g. to prove a run's bytes the same)."""
 BATCH_REPOSITORIES = 100
@@ -130,15 +134,21 @@ def plan_ingest(sources: Sequence[Source], cfg: IngestConfig, tasks: PlanTasks |
                 inline_listings: int | None = None, batch_repositories: int = BATCH_REPOSITORIES) -> IngestPlan:
     """The shards of the recipe's sources and the plan hash, equal to ``plan.plan_shards``'s.
 
-    With ``tasks`` and more than ``inline_listings`` repositories, repositories are
-    listed in planning tasks and shards are kept as ranges of batch files.
+    With ``tasks``, more than ``inline_listings`` repositories and more than
+    :data:`INLINE_UNITS` units among them, repositories are listed in planning tasks and
+    shards are kept as ranges of batch files.
     """
     blocks = [b for src in sources if src.type not in plan.NON_INGEST_SOURCES for b in plan.source_listings(src, cfg)]
     listings = [b for b in blocks if not isinstance(b, list)]
     if inline_listings is None:
         inline_listings = int(os.environ.get(INLINE_ENV) or INLINE_LISTINGS)
+    listed_here = None
     if tasks is None or len(listings) <= inline_listings:
-        units = [u for b in _inline(blocks, cfg) for u in b]
+        listed_here = list(_listed(blocks, cfg))
+    elif inline_listings > 0:
+        listed_here = _listed_within(blocks, cfg, INLINE_UNITS)
+    if listed_here is not None:
+        units = [u for b in _resolved(list(zip(blocks, listed_here, strict=True))) for u in b]
         shards = [_inline_shard(s) for s in plan.cut_into_shards(units, cfg.shard_bytes)]
         return IngestPlan(shards, config_hash([s.fingerprint for s in shards]), False, len(listings))
     plan_dir = tasks.run.plan_dir(STAGE)
@@ -176,9 +186,15 @@ def load_units(pieces: Sequence[Piece], plan_dir: Path | str) -> list[Unit]:
 # --- inline (few repositories) ----------------------------------------------------
 
 
-def _inline(blocks: list, cfg: IngestConfig) -> Iterator[list[Unit]]:
-    """Each block's units on this process."""
-    yield from _resolved(list(zip(blocks, _listed(blocks, cfg), strict=True)))
+def _listed_within(blocks: list, cfg: IngestConfig, max_units: int) -> list[Any] | None:
+    """Each block planned on this process, or None as soon as they hold more than ``max_units`` units."""
+    listed, units = [], 0
+    for planned in _listed(blocks, cfg):
+        units += len(planned) if isinstance(planned, list) else len(planned.refs)
+        if units > max_units:
+            return None
+        listed.append(planned)
+    return listed
 
 
 def _listed(blocks: list, cfg: IngestConfig) -> Iterator[Any]:
