@@ -101,7 +101,13 @@ def init_ray(workers: int | None, address: str | None, object_store_bytes: int =
     if address:
         run_store = os.environ.get(store.STORE_ENV)  # workers on other nodes need the S3 run dir
         env = {"env_vars": {store.STORE_ENV: run_store}} if run_store else None
-        ray.init(address=address, log_to_driver=False, runtime_env=env)
+        try:
+            ray.init(address=address, log_to_driver=False, runtime_env=env)
+        except ConnectionError as err:
+            raise PipelineError(
+                f"cannot join the Ray cluster at {address}: {err}. Check that `ray start --head` runs there and, "
+                "when the cluster uses token authentication, that this process has its token (RAY_AUTH_TOKEN)"
+            ) from None
         return
     ray.init(
         address="local",  # always a private instance: never join a cluster found in /tmp/ray
