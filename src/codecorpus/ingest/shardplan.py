@@ -183,7 +183,7 @@ def load_units(pieces: Sequence[Piece], plan_dir: Path | str) -> list[Unit]:
     return units
 
 
-# --- inline (few repositories) ----------------------------------------------------
+# --- on the driver (few repositories, or few files) -------------------------------
 
 
 def _listed_within(blocks: list, cfg: IngestConfig, max_units: int) -> list[Any] | None:
