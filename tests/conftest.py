@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import os
+import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -86,6 +89,43 @@ def write_repos(root: Path) -> Path:
     (b / "copy.py").write_text(MAIN_PY)
     (b / "Other.java").write_text(OTHER_JAVA)
     return root
+
+
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@x",
+           "GIT_AUTHOR_DATE": "2024-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2024-01-01T00:00:00Z",
+           "GIT_CONFIG_NOSYSTEM": "1", "PATH": "/usr/bin:/bin"}
+"""git with fixed identities and dates, no system or user config: the same object ids every run."""
+
+
+def run_git(cwd: Path, *args: str) -> str:
+    """Run git in ``cwd`` under :data:`GIT_ENV` (HOME is ``cwd``); its stdout."""
+    env = {**GIT_ENV, "HOME": str(cwd)}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
+
+
+def git_repo(path: Path, files: dict[str, str], tag: str | None = None) -> Path:
+    """A work tree with one commit of ``files`` on ``main`` (tagged ``tag``)."""
+    path.mkdir(parents=True)
+    run_git(path, "init", "-q", "-b", "main")
+    for rel, text in files.items():
+        (path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (path / rel).write_text(text)
+    run_git(path, "add", "-A")
+    run_git(path, "commit", "-q", "-m", "first")
+    if tag:
+        run_git(path, "tag", tag)
+    return path
+
+
+def tar_gz(members: dict[str, bytes]) -> bytes:
+    """A .tar.gz holding ``members`` (name -> bytes), names as given (``../x`` included)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
 
 
 NONDETERMINISTIC = ("_stats.json", "_stage.json", "recipe.yaml")

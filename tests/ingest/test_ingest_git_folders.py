@@ -20,43 +20,24 @@ from codecorpus.config import GitSource, IngestConfig, RecipeError, load_recipe_
 from codecorpus.ingest import git
 from codecorpus.ingest.plan import plan_shards
 from codecorpus.ingest.read import read_shard
-from conftest import LIB_RS, MAIN_PY, UTIL_JS
+from conftest import LIB_RS, MAIN_PY, UTIL_JS, git_repo, run_git
 
 MIT = 'MIT License\n\nPermission is hereby granted, free of charge, to any person\nTHE SOFTWARE IS PROVIDED "AS IS"\n'
 APACHE = "                                 Apache License\n                           Version 2.0, January 2004\n"
-ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@x",
-       "GIT_AUTHOR_DATE": "2024-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2024-01-01T00:00:00Z",
-       "GIT_CONFIG_NOSYSTEM": "1", "PATH": "/usr/bin:/bin"}
-
-
-def _git(cwd: Path, *args: str) -> str:
-    env = {**ENV, "HOME": str(cwd)}
-    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
-
-
 def _repo(path: Path, files: dict[str, str], tag: str | None = "v1") -> Path:
     """A work tree with one commit of ``files`` (tagged ``tag``)."""
-    path.mkdir(parents=True)
-    _git(path, "init", "-q", "-b", "main")
-    for rel, text in files.items():
-        (path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (path / rel).write_text(text)
-    _git(path, "add", "-A")
-    _git(path, "commit", "-q", "-m", "first")
-    if tag:
-        _git(path, "tag", tag)
-    return path
+    return git_repo(path, files, tag)
 
 
 def _rev(repo: Path, rev: str = "v1") -> str:
-    return _git(repo, "rev-parse", f"{rev}^{{commit}}").strip()
+    return run_git(repo, "rev-parse", f"{rev}^{{commit}}").strip()
 
 
 def _corrupt(gitdir: Path, obj: str) -> None:
     """Pack every object without deltas, then flip bytes inside ``obj``'s compressed data."""
-    _git(gitdir, "repack", "-a", "-d", "-q", "--window=0")
+    run_git(gitdir, "repack", "-a", "-d", "-q", "--window=0")
     idx = next((gitdir / "objects" / "pack").glob("*.idx"))
-    rows = [line.split() for line in _git(gitdir, "verify-pack", "-v", str(idx)).splitlines()]
+    rows = [line.split() for line in run_git(gitdir, "verify-pack", "-v", str(idx)).splitlines()]
     size_in_pack, offset = next((int(r[3]), int(r[4])) for r in rows if r and r[0] == obj)
     pack = idx.with_suffix(".pack")
     pack.chmod(0o644)
@@ -90,21 +71,21 @@ def clones(tmp_path_factory) -> Path:
     root = tmp / "clones"
     sub = _repo(tmp / "src" / "sub", {"s.py": "s = 1\n"})
     alpha = _repo(root / "alpha", {"main.py": MAIN_PY, "LICENSE": MIT}, tag=None)
-    _git(alpha, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "ext/sub")
-    _git(alpha, "commit", "-q", "-m", "sub")
-    _git(alpha, "tag", "v1")
+    run_git(alpha, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "ext/sub")
+    run_git(alpha, "commit", "-q", "-m", "sub")
+    run_git(alpha, "tag", "v1")
     _repo(alpha / "nested" / "inner", {"inner.py": "inner = 1\n"})  # untracked: alpha's own
-    _git(alpha, "worktree", "add", "-q", str(root / "alpha-wt"))
+    run_git(alpha, "worktree", "add", "-q", str(root / "alpha-wt"))
     beta = _repo(tmp / "src" / "beta", {"lib.rs": LIB_RS, "LICENSE": APACHE})
     (root / "owner").mkdir()
-    _git(tmp, "clone", "-q", "--bare", str(beta), str(root / "owner" / "beta.git"))
+    run_git(tmp, "clone", "-q", "--bare", str(beta), str(root / "owner" / "beta.git"))
     gamma = _repo(root / "gamma", {"ok.js": UTIL_JS, "noise.txt": _noise(1), "more.txt": _noise(2)})
-    _corrupt(gamma / ".git", _git(gamma, "rev-parse", "v1:noise.txt").strip())
+    _corrupt(gamma / ".git", run_git(gamma, "rev-parse", "v1:noise.txt").strip())
     _repo(root / "delta", {"d.py": "d = 1\n"}, tag=None)
     (root / "empty.git").mkdir()
-    _git(root / "empty.git", "init", "-q", "--bare")
+    run_git(root / "empty.git", "init", "-q", "--bare")
     epsilon = _repo(root / "epsilon", {"e.py": "e = 1\n"})
-    _corrupt(epsilon / ".git", _git(epsilon, "rev-parse", "v1^{tree}").strip())
+    _corrupt(epsilon / ".git", run_git(epsilon, "rev-parse", "v1^{tree}").strip())
     (root / "broken" / ".git").mkdir(parents=True)
     (root / "broken" / ".git" / "HEAD").write_text("not a ref\n")
     (root / "plain").mkdir()
@@ -189,7 +170,7 @@ def test_reading_a_folder_keeps_counts_and_a_corrupt_blob_is_one_drop(clones: Pa
 
 def test_a_list_file_names_paths_and_file_urls(clones: Path, tmp_path: Path):
     beta = clones / "owner" / "beta.git"
-    _git(tmp_path, "clone", "-q", "--bare", str(beta), str(tmp_path / "mirror" / "owner" / "beta.git"))
+    run_git(tmp_path, "clone", "-q", "--bare", str(beta), str(tmp_path / "mirror" / "owner" / "beta.git"))
     listing = tmp_path / "repos.txt"
     listing.write_text(
         "# the team's clones\n\n"
@@ -290,20 +271,20 @@ def test_the_projects_own_history_as_a_folder_of_one_bare_clone(tmp_path: Path):
     folder = tmp_path / "self"
     clone = folder / "codecorpus.git"
     folder.mkdir()
-    _git(tmp_path, "clone", "-q", "--bare", top.stdout.strip(), str(clone))
+    run_git(tmp_path, "clone", "-q", "--bare", top.stdout.strip(), str(clone))
     cfg = IngestConfig()
     shards = plan_shards([GitSource(type="git", name="self", path=str(folder))], cfg)
     results = [read_shard(s, cfg) for s in shards]
     rows = pa.concat_tables([r.table for r in results]).to_pylist()
     drops = [d for r in results for d in r.dropped.to_pylist()]
-    head = _git(clone, "rev-parse", "HEAD").strip()
-    tree = {line.split("\t", 1)[1] for line in _git(clone, "ls-tree", "-r", "--full-tree", "HEAD").splitlines()}
+    head = run_git(clone, "rev-parse", "HEAD").strip()
+    tree = {line.split("\t", 1)[1] for line in run_git(clone, "ls-tree", "-r", "--full-tree", "HEAD").splitlines()}
     assert {r["repo"] for r in rows} == {"codecorpus"} and {r["revision"] for r in rows} == {head}
     assert {r["path"] for r in rows} | {d["path"] for d in drops} == tree
     assert len(rows) + len(drops) == len(tree) and len(rows) > len(tree) // 2
     # every document is its blob as `git archive` writes it
     archive = tmp_path / "head.tar"
-    _git(clone, "archive", "--format=tar", "-o", str(archive), "HEAD")
+    run_git(clone, "archive", "--format=tar", "-o", str(archive), "HEAD")
     with tarfile.open(archive) as tar:
         blobs = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
     plain = [r for r in rows if not r["path"].endswith(".ipynb") and r["encoding"] in ("utf-8", "ascii")]

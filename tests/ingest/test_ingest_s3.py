@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import tarfile
 from collections import Counter
 
 import pyarrow as pa
@@ -14,17 +13,7 @@ from codecorpus import schema
 from codecorpus.config import IngestConfig, RecordsSource, S3Source
 from codecorpus.ingest.plan import plan_fingerprint, plan_shards
 from codecorpus.ingest.read import read_shard
-from conftest import MAIN_PY, UTIL_JS, make_bucket
-
-
-def _tar(files: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
+from conftest import MAIN_PY, UTIL_JS, make_bucket, tar_gz
 
 
 def _s3(info: dict) -> dict:
@@ -38,7 +27,7 @@ def test_s3_prefix_of_repos_archives_and_records(s3_server):
     client.put_object(Bucket="corpus", Key="code/beta/web/util.js", Body=UTIL_JS.encode())
     client.put_object(Bucket="corpus", Key="code/beta/node_modules/x/index.js", Body=b"module.exports = 1;\n")
     client.put_object(Bucket="corpus", Key="code/beta/logo.png", Body=b"\x89PNG\x00\x00")
-    client.put_object(Bucket="corpus", Key="code/gamma.tar.gz", Body=_tar({"g/a.py": b"x = 1\n", "../evil.py": b"y = 2\n"}))
+    client.put_object(Bucket="corpus", Key="code/gamma.tar.gz", Body=tar_gz({"g/a.py": b"x = 1\n", "../evil.py": b"y = 2\n"}))
     lines = [json.dumps({"content": "print(1)\n", "path": "p.py", "repo_name": "r/one"}), "{bad json"]
     client.put_object(Bucket="corpus", Key="code/data.jsonl", Body=("\n".join(lines) + "\n").encode())
     src = S3Source(type="s3", name="s3", url="s3://corpus/code", s3=_s3(s3_server),

@@ -11,12 +11,9 @@ The pipeline run on Ray must write the same bytes with planning in tasks as inli
 
 from __future__ import annotations
 
-import io
 import json
 import pickle
 import shutil
-import subprocess
-import tarfile
 from collections import Counter
 from pathlib import Path
 
@@ -33,15 +30,14 @@ from conftest import (
     MAIN_PY,
     UTIL_JS,
     fixture_recipe,
+    git_repo,
     make_bucket,
+    run_git,
     run_outputs,
     s3_client,
+    tar_gz,
     write_repos,
 )
-
-ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@x",
-       "GIT_AUTHOR_DATE": "2024-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2024-01-01T00:00:00Z",
-       "GIT_CONFIG_NOSYSTEM": "1", "PATH": "/usr/bin:/bin"}
 
 
 class InProcessTasks:
@@ -54,31 +50,6 @@ class InProcessTasks:
     def map(self, label, fn, items):
         self.calls[label] = self.calls.get(label, 0) + len(items)
         return [pickle.loads(pickle.dumps(fn))(pickle.loads(pickle.dumps(item))) for item in items]
-
-
-def _git(cwd: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=cwd, env={**ENV, "HOME": str(cwd)}, check=True, capture_output=True)
-
-
-def _git_repo(path: Path, files: dict[str, str]) -> Path:
-    path.mkdir(parents=True)
-    _git(path, "init", "-q", "-b", "main")
-    for rel, text in files.items():
-        (path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (path / rel).write_text(text)
-    _git(path, "add", "-A")
-    _git(path, "commit", "-q", "-m", "first")
-    return path
-
-
-def _tar(path: Path, members: dict[str, bytes]) -> None:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    path.write_bytes(buf.getvalue())
 
 
 @pytest.fixture(scope="module")
@@ -106,14 +77,14 @@ def corpus(tmp_path_factory) -> Path:
     (docs / "index.md").write_text("# Guide\n\nRead me.\n")
     (docs / "code.py").write_text("x = 1\n")
     clones = root / "clones"
-    alpha = _git_repo(clones / "alpha", {"main.py": MAIN_PY, "src/util.js": UTIL_JS})
-    _git(alpha, "worktree", "add", "-q", str(clones / "alpha-wt"))  # same object store: a duplicate
-    _git_repo(clones / "beta", {"lib.rs": LIB_RS, "README.md": "# beta\n"})
+    alpha = git_repo(clones / "alpha", {"main.py": MAIN_PY, "src/util.js": UTIL_JS})
+    run_git(alpha, "worktree", "add", "-q", str(clones / "alpha-wt"))  # same object store: a duplicate
+    git_repo(clones / "beta", {"lib.rs": LIB_RS, "README.md": "# beta\n"})
     (clones / "broken" / ".git").mkdir(parents=True)
     (clones / "broken" / ".git" / "HEAD").write_text("not a ref\n")
-    _git_repo(root / "one", {"a.py": "a = 1\n", "b.py": "b = 2\n"})
+    git_repo(root / "one", {"a.py": "a = 1\n", "b.py": "b = 2\n"})
     (root / "arch").mkdir()
-    _tar(root / "arch" / "r.tar.gz", {"a.py": b"x = 1\n", "b/c.py": b"y = 2\n"})
+    (root / "arch" / "r.tar.gz").write_bytes(tar_gz({"a.py": b"x = 1\n", "b/c.py": b"y = 2\n"}))
     lines = [json.dumps({"content": f"print({i})\n", "path": f"f{i}.py", "repo": "rec"}) for i in range(4)]
     (root / "records.jsonl").write_text("\n".join(lines) + "\n")
     return root
@@ -189,7 +160,7 @@ def test_driver_keeps_ranges_not_units(corpus: Path, tmp_path: Path):
 
 
 def test_a_bad_one_repository_source_is_the_recipe_error(tmp_path: Path):
-    repo = _git_repo(tmp_path / "one", {"a.py": "a = 1\n"})
+    repo = git_repo(tmp_path / "one", {"a.py": "a = 1\n"})
     recipe = load_recipe_data({"sources": [{"type": "git", "name": "g", "path": str(repo), "revision": "nope"}],
                                "stages": {"ingest": {}}})
     with pytest.raises(RecipeError, match="revision"):
