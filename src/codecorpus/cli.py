@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -14,6 +14,9 @@ from rich.table import Table
 from codecorpus import schema
 from codecorpus.config import RecipeError, load_recipe
 from codecorpus.preflight import check_recipe_inputs
+
+if TYPE_CHECKING:
+    from codecorpus.runtime.executor import RunResult
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 manifest_app = typer.Typer(no_args_is_help=True, help="Verify or show a run, set or manifest.json.")
@@ -111,7 +114,7 @@ def process_seconds() -> float:
     return max(uptime - start_ticks / os.sysconf("SC_CLK_TCK"), 0.0)
 
 
-def print_timing(result, started: float, report_seconds: float | None) -> None:
+def print_timing(result: RunResult, started: float, report_seconds: float | None) -> None:
     """Where the wall time went: start-up, each stage's task seconds and share outside tasks, the report.
 
     A stage's share outside tasks is its wall time less its task seconds spread over the

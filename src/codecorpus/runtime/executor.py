@@ -52,9 +52,11 @@ DEFAULT_OBJECT_STORE_BYTES = 512 * 1024**2
 WORKER_NICENESS_ENV = "RAY_worker_niceness"
 """Ray's setting (read when it starts workers) of its workers' nice value; set it to override."""
 TASK_RETRIES = 2
+"""Retries of a failed task (a crashed worker, or an exception) before the run stops."""
 TASK_TIME = "_task_seconds"
 """The key under which a task's result carries its body's (wall, CPU) seconds back to the driver."""
-"""Retries of a failed task (a crashed worker, or an exception) before the run stops."""
+RUNTIME_KEYS = ("node", "memory", TASK_TIME)
+"""What ``_remote`` adds to a task's stats dict: the runtime's, never an output's."""
 
 
 class PipelineError(RuntimeError):
@@ -270,8 +272,6 @@ class Executor:
         self._hashes = stage_hashes(self.recipe, plan_hash)
         self._plan_seconds = time.perf_counter() - t0
 
-
-
     # --- machinery ----------------------------------------------------------------
 
     def upstream_of(self, stage: str) -> str | None:
@@ -353,14 +353,15 @@ class Executor:
                 except ray.exceptions.RayError as err:
                     _stop(list(pending))
                     raise PipelineError(_task_failure(ctx.stage, jobs[i], err)) from None
-                measured = results[i].pop("memory", None) if isinstance(results[i], dict) else None
-                self._memory.setdefault(ctx.stage, memory.StageMemory()).add(label, jobs[i].name, measured)
+                measured = None
                 if isinstance(results[i], dict):
+                    measured = results[i].pop("memory", None)
                     wall, cpu = results[i].pop(TASK_TIME, (0.0, 0.0))
                     spent = self._task_seconds.setdefault(ctx.stage, [0.0, 0.0])
                     spent[0] += wall
                     spent[1] += cpu
                     rate.add(results[i])
+                self._memory.setdefault(ctx.stage, memory.StageMemory()).add(label, jobs[i].name, measured)
                 checkpoint(f"after:{ctx.stage}:{jobs[i].name}")
                 progress.update(bar, advance=1, rate=rate.text())
         return len(jobs) - skipped, skipped, [r for r in results if r is not None]
@@ -409,8 +410,8 @@ class _PlanTasks:
             except ray.exceptions.RayError as err:
                 _stop(refs[i + 1:])
                 raise PipelineError(_task_failure("planning", Job(f"{label}:{i}", fn), err)) from None
-            if isinstance(result, dict):  # node and memory: the runtime's, not the plan's
-                result = {k: v for k, v in result.items() if k not in ("node", "memory", TASK_TIME)}
+            if isinstance(result, dict):  # the runtime's, not the plan's
+                result = {k: v for k, v in result.items() if k not in RUNTIME_KEYS}
             results.append(result)
         return results
 
