@@ -155,6 +155,15 @@ def _keys(store: RunStore, prefix: str, recursive: bool = True) -> Iterator[str]
             yield obj["Key"]
 
 
+def _not_found(err: Exception) -> bool:
+    """Whether a botocore ClientError says the object is not there."""
+    return getattr(err, "response", {}).get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound")
+
+
+_DELETE_BATCH = 1000
+"""Keys per DeleteObjects request (S3's limit)."""
+
+
 def publish(path: Path) -> None:
     """Upload a just-renamed run file (no-op without an active store or outside the run)."""
     store = active()
@@ -178,7 +187,7 @@ def ensure_local(path: Path | str) -> Path:
     try:
         _client().download_file(store.bucket, key, str(tmp))
     except ClientError as err:
-        if err.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+        if _not_found(err):
             return path
         raise
     os.replace(tmp, path)
@@ -199,7 +208,7 @@ def exists(path: Path | str) -> bool:
     try:
         _client().head_object(Bucket=store.bucket, Key=key)
     except ClientError as err:
-        if err.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+        if _not_found(err):
             return False
         raise
     return True
@@ -240,11 +249,10 @@ def remove_tree(path: Path) -> None:
     key = store.key(path) if store else None
     if key is None:
         return
-    client = _client()
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=store.bucket, Prefix=key.rstrip("/") + "/"):
-        objects = [{"Key": o["Key"]} for o in page.get("Contents", [])]
-        if objects:
-            client.delete_objects(Bucket=store.bucket, Delete={"Objects": objects})
+    keys = list(_keys(store, f"{key}/" if key else ""))
+    for start in range(0, len(keys), _DELETE_BATCH):
+        objects = [{"Key": k} for k in keys[start:start + _DELETE_BATCH]]
+        _client().delete_objects(Bucket=store.bucket, Delete={"Objects": objects})
 
 
 def remove_file(path: Path) -> None:

@@ -57,7 +57,6 @@ from codecorpus.tasks.config import CommitsConfig
 STAGE = "commits"
 _LICENSE_BLOB_CAP = 200_000
 _CONTENT_SNIFF_CHARS = 16_384  # of a file's diff, for ingest's generated/minified markers
-_BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
 _EXCLUDED_ONLY = {
     "binary": "binary_only", "vendored": "vendored_only", "lockfile": "lockfile_only",
     "protobuf_generated": "generated_only", "minified": "generated_only", "generated": "generated_only",
@@ -426,16 +425,6 @@ def _build_row(state: _Slice, raw: gitlog.RawCommit, known: _License | None) -> 
     return _Row(row, wanted, known or _License(raw.sha))
 
 
-def decode_text(data: bytes, min_evidence: int) -> str | None:
-    """UTF-8 text without ingest's detection when it is plainly UTF-8 (no BOM, no NUL), else ingest's decode."""
-    if not data.startswith(_BOMS) and b"\x00" not in data[: exclusions.BINARY_SNIFF_BYTES]:
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError:
-            pass
-    return exclusions.decode(data, min_evidence)[0]
-
-
 def _decode_diff(patch: bytes, min_evidence: int) -> list[str] | tuple[str, str]:
     """Each file's diff as text: the whole patch at once when it is UTF-8, else file by file
     (a diff may mix files in different encodings)."""
@@ -518,7 +507,7 @@ def _before_images(
         elif total + size > cfg.max_before_bytes:
             skipped.append({"path": path, "reason": "commit_cap"})
         else:
-            text = decode_text(data, cfg.min_encoding_evidence)
+            text = exclusions.decode(data, cfg.min_encoding_evidence)[0]
             if text is None:
                 skipped.append({"path": path, "reason": "undecodable"})
             else:

@@ -285,13 +285,10 @@ class ObjectReader:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=GIT_ENV,
         )
 
-    def read(self, name: str, cap: int) -> tuple[str, bytes | None, int]:
-        """(type or "missing", content or None when larger than ``cap``, size)."""
-        return next(self.iter_many([name], cap))
-
     def iter_many(self, names: list[str], cap: int) -> Iterator[tuple[str, bytes | None, int]]:
-        """:meth:`read` of each of ``names`` in order, requested in groups (one wake-up of git per
-        group, not per object). Consume it to the end before the next request.
+        """(type or "missing", content or None when larger than ``cap``, size) of each of ``names``,
+        in order, requested in groups (one wake-up of git per group, not per object). Consume
+        it to the end before the next request.
 
         A group is small enough for the pipe buffer, so the write never waits on git while git
         waits on us to read its answers; answers are yielded as they are read, so only one
