@@ -40,8 +40,10 @@ CI, MANIFEST, CONVENTION = 0, 1, 2
 JUNIT_DIR = ".codecorpus-reports"
 SKIP_DIRS = {".git", "node_modules", "target", "build", "dist", ".venv", "venv", "vendor",
              ".tox", ".nox", "__pycache__", JUNIT_DIR}
+REQUIREMENT_GLOBS = ("*requirements*.txt", "requirements/*.txt")
+"""pip requirement files: ``requirements.txt``, ``requirements-test.txt``, ``test-requirements.txt``, ..."""
 DEPENDENCY_GLOBS = (
-    "pyproject.toml", "setup.py", "setup.cfg", "*requirements*.txt", "requirements/*.txt",
+    "pyproject.toml", "setup.py", "setup.cfg", *REQUIREMENT_GLOBS,
     "tox.ini", "noxfile.py",
     "Pipfile", "Pipfile.lock", "poetry.lock", "uv.lock", "pdm.lock",
     "package.json", "package-lock.json", "yarn.lock", "pnpm-lock.yaml", "npm-shrinkwrap.json",
@@ -437,7 +439,7 @@ def _test_requirements(root: Path) -> list[Path]:
     """The requirement files of the tests: those named for tests, else those named for
     development (``requirements-test.txt``, ``test-requirements.txt``, ``requirements/tests.txt``;
     ``requirements-dev.txt``); never the docs', release or update ones."""
-    files = sorted({*root.glob("*requirements*.txt"), *root.glob("requirements/*.txt")})
+    files = sorted({p for pattern in REQUIREMENT_GLOBS for p in root.glob(pattern)})
     for word in ("test", "dev"):
         chosen = [f for f in files if word in f.name.lower()]
         if chosen:
@@ -495,13 +497,10 @@ def _uses_pytest(root: Path, py: dict, setup_cfg: str) -> bool:
     declared = json.dumps(py.get("project", {}).get("optional-dependencies") or {})
     declared += setup_cfg + _read(root / "setup.py")
     declared += json.dumps(py.get("dependency-groups") or {}) + _read(root / "tox.ini")
-    declared += "".join(_read(p) for p in (*root.glob("*requirements*.txt"),
-                                            *root.glob("requirements/*.txt")))
+    declared += "".join(_read(p) for pattern in REQUIREMENT_GLOBS for p in root.glob(pattern))
     if re.search(r"\bpytest\b", declared):
         return True
     if (root / "pytest.ini").is_file() or (root / "conftest.py").is_file():
-        return True
-    if "[pytest]" in _read(root / "tox.ini"):
         return True
     for test_file in _python_test_files(root)[:50]:
         # pytest by import, or by style: a module-level test function, which unittest skips

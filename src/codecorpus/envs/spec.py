@@ -24,6 +24,7 @@ from pathlib import Path
 
 from codecorpus.envs import sandbox as sb
 from codecorpus.envs.verify import Verification
+from codecorpus.model import config_hash
 
 SCHEMA_PATH = Path(__file__).with_name("env_spec.schema.json")
 MEASURED = ("durations", "tests")
@@ -84,15 +85,13 @@ def environment_spec(env: Verification, repo: str, revision: str, box: sb.Sandbo
 
 
 def identity_hash(spec: dict) -> str:
-    """sha256 of a spec without its measurements (``MEASURED``): canonical JSON, sorted keys.
+    """sha256 of a spec without its measurements (``MEASURED``), as ``config_hash`` hashes configs.
 
     >>> a = {"repo": "x", "durations": {"test_seconds": 1.0}, "tests": {"passed": 3}}
     >>> identity_hash(a) == identity_hash({**a, "durations": {"test_seconds": 2.5}})
     True
     """
-    core = {k: v for k, v in spec.items() if k not in MEASURED}
-    text = json.dumps(core, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return config_hash({k: v for k, v in spec.items() if k not in MEASURED})
 
 
 def spec_name(repo: str, dependency_hash: str) -> str:

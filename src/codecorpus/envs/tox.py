@@ -143,7 +143,7 @@ def _split_top(text: str, sep: str) -> list[str]:
 
 
 def _braces(text: str) -> list[str]:
-    m = re.search(r"\{([^{}]*)\}", text)
+    m = _SUB.search(text)
     if not m:
         return [text]
     alts: list[str] = []

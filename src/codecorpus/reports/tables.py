@@ -43,8 +43,8 @@ class RunData:
 def load_run(root: Path | str) -> RunData:
     """Stats of every stage that finished, in pipeline order, and every set manifest."""
     run = schema.RunPaths(Path(root))
-    recipe = yaml.safe_load(store.ensure_local(run.recipe).read_text()) if store.exists(run.recipe) else {}
-    recipe = recipe or {}
+    recipe_file, plan_file = store.ensure_local(run.recipe), store.ensure_local(run.mix_plan)  # absent: not fetched
+    recipe = (yaml.safe_load(recipe_file.read_text()) if recipe_file.is_file() else None) or {}
     order = [k for k, v in (recipe.get("stages") or {}).items() if v is not None]
     found = sorted(p.parent.name for p in store.list_files(run.root, "*/_stats.json", fetch=True))
     stages = [s for s in order if s in found] + [s for s in found if s not in order]
@@ -52,7 +52,7 @@ def load_run(root: Path | str) -> RunData:
     sets = {}
     for path in store.list_files(run.root / "shards", f"*/{schema.MANIFEST_NAME}", fetch=True):
         sets[path.parent.name] = json.loads(path.read_text())
-    plans = json.loads(store.ensure_local(run.mix_plan).read_text())["sets"] if store.exists(run.mix_plan) else {}
+    plans = json.loads(plan_file.read_text())["sets"] if plan_file.is_file() else {}
     return RunData(run, str(recipe.get("name", run.root.name)), recipe, stages, stats, sets, plans)
 
 

@@ -61,10 +61,10 @@ def tasks_funnel(data: RunData) -> pa.Table:
 
 
 def _task_records(data: RunData, split: str) -> list[dict[str, Any]]:
-    path = data.run.root / TASK_FILES[split]
-    if not store.exists(path):
+    path = store.ensure_local(data.run.root / TASK_FILES[split])
+    if not path.is_file():
         return []
-    with store.ensure_local(path).open(encoding="utf-8") as f:
+    with path.open(encoding="utf-8") as f:
         return [json.loads(line) for line in f]
 
 
