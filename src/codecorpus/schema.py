@@ -344,6 +344,18 @@ class RunPaths:
         return self.set_dir(set_name) / shard_name(shard)
 
 
+PLAN_UNITS_SUFFIX = ".units.jsonl.zst"
+"""A plan batch file: zstd JSON lines, one planned unit per line (``ingest/shardplan.py``)."""
+PLAN_SIZES_SUFFIX = ".sizes.i64"
+"""Beside it, per unit two little-endian int64: the bytes the shard cut counts, its document bytes."""
+PLAN_SIZES_DTYPE = "<i8"
+
+
+def plan_batch_file(plan_dir: Path | str, batch: str, suffix: str) -> Path:
+    """A batch's units or sizes file in a stage's plan folder (``RunPaths.plan_dir``)."""
+    return Path(plan_dir) / f"{batch}{suffix}"
+
+
 def _node_run_paths(root: str) -> RunPaths:
     from codecorpus.storage.mirror import node_path
 

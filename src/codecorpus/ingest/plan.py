@@ -37,7 +37,7 @@ from codecorpus.config import (
     S3Source,
     Source,
 )
-from codecorpus.ingest import docs, exclusions, license, pyenv
+from codecorpus.ingest import docs, exclusions, git, license, pyenv
 from codecorpus.ingest.git import GitListing, Planned
 from codecorpus.ingest.refs import NOT_DOCUMENTS, ArchiveRef, FileRef, Repository, Unit
 
@@ -53,8 +53,6 @@ def plan_shards(sources: Iterable[Source], cfg: IngestConfig) -> list[list[Unit]
 def plan_source(src: Source, cfg: IngestConfig) -> list[Unit]:
     """Every unit of one source, in a deterministic order."""
     if isinstance(src, GitSource):
-        from codecorpus.ingest import git
-
         return list(git.plan(src, cfg))
     if isinstance(src, ArchiveSource):
         return _archive_units(src, cfg)
@@ -78,7 +76,17 @@ def document_bytes(shard: list[Unit]) -> int:
     Archives and record files count nothing here: their reader counts the bytes of the
     members and records it finds (``schema.EXPANDED_BYTES``).
     """
-    return sum(u.size for u in shard if isinstance(u, FileRef) and is_document(u))
+    return sum(unit_document_bytes(u) for u in shard)
+
+
+def unit_document_bytes(unit: Unit) -> int:
+    """A unit's share of ``document_bytes``: its size when it is a document file, else 0."""
+    return unit.size if isinstance(unit, FileRef) and is_document(unit) else 0
+
+
+def counted_bytes(unit: Unit) -> int:
+    """The bytes the shard cut counts for a unit: its size unless it is skipped."""
+    return unit.size if unit.skip is None else 0
 
 
 def plan_fingerprint(shard: list[Unit]) -> str:
@@ -109,7 +117,7 @@ def cut_into_shards(refs: list[FileRef], shard_bytes: int) -> list[list[FileRef]
     size = 0
     for ref in refs:
         current.append(ref)
-        size += ref.size if ref.skip is None else 0
+        size += counted_bytes(ref)
         if size >= shard_bytes:
             shards.append(current)
             current, size = [], 0
@@ -155,8 +163,6 @@ def source_listings(src: Source, cfg: IngestConfig) -> list[Listing | list[Unit]
     or a dataset slice is one unit for however many files it holds, and an S3 prefix is
     one flat object listing that names every object already.
     """
-    from codecorpus.ingest import git
-
     if isinstance(src, GitSource):
         return list(git.listings(src))
     if isinstance(src, ArchiveSource | S3Source | RecordsSource):

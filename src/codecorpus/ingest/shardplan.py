@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import zstandard
 
+from codecorpus import schema
 from codecorpus.config import IngestConfig, RecipeError, Source, config_hash
 from codecorpus.ingest import plan
 from codecorpus.ingest.git import PLAN_THREADS, GitListing, duplicate_keepers
@@ -78,9 +79,7 @@ SHARDS_PER_TASK = 8
 """Shards one describing task fingerprints."""
 STAGE = "ingest"
 """The stage whose plan files these are (``RunPaths.plan_dir``)."""
-UNITS_SUFFIX = ".units.jsonl.zst"
-SIZES_SUFFIX = ".sizes.i64"
-"""Per unit, little-endian int64: the bytes the cut counts, then its document bytes."""
+UNITS_SUFFIX, SIZES_SUFFIX = schema.PLAN_UNITS_SUFFIX, schema.PLAN_SIZES_SUFFIX
 
 
 @dataclass(frozen=True)
@@ -308,19 +307,18 @@ class _ListBatch:
             return {"error": str(err)}
         data = sink.getvalue()
         name = f"batch-{hashlib.sha256(data).hexdigest()[:24]}"
-        atomic_write_bytes(Path(self.plan_dir) / f"{name}{UNITS_SUFFIX}", data)
-        atomic_write_bytes(Path(self.plan_dir) / f"{name}{SIZES_SUFFIX}", np.concatenate([_EMPTY, *sizes]).tobytes())
+        atomic_write_bytes(schema.plan_batch_file(self.plan_dir, name, UNITS_SUFFIX), data)
+        atomic_write_bytes(schema.plan_batch_file(self.plan_dir, name, SIZES_SUFFIX), np.concatenate([_EMPTY, *sizes]).tobytes())
         return {"file": name, "units": counts, "stores": stores, "seconds": time.perf_counter() - t0}
 
 
-_EMPTY = np.zeros((0, 2), dtype="<i8")
+_EMPTY = np.zeros((0, 2), dtype=schema.PLAN_SIZES_DTYPE)
 
 
 def _sizes_of(units: Sequence[Unit]) -> np.ndarray:
     """Per unit: the bytes the cut counts (a unit not skipped), and its document bytes."""
-    rows = [(u.size if u.skip is None else 0, u.size if isinstance(u, FileRef) and plan.is_document(u) else 0)
-            for u in units]
-    return np.array(rows, dtype="<i8").reshape(-1, 2)
+    rows = [(plan.counted_bytes(u), plan.unit_document_bytes(u)) for u in units]
+    return np.array(rows, dtype=schema.PLAN_SIZES_DTYPE).reshape(-1, 2)
 
 
 def _raise_errors(listed: list[dict[str, Any]]) -> None:
@@ -363,12 +361,12 @@ class _Sizes:
     def __init__(self, plan_dir: Path):
         self.plan_dir = plan_dir
         self.file = ""
-        self.table = np.zeros((0, 2), dtype="<i8")
+        self.table = _EMPTY
 
     def of(self, file: str) -> np.ndarray:
         if file != self.file:
-            path = mirror.ensure_local(self.plan_dir / f"{file}{SIZES_SUFFIX}")
-            self.file, self.table = file, np.fromfile(path, dtype="<i8").reshape(-1, 2)
+            path = mirror.ensure_local(schema.plan_batch_file(self.plan_dir, file, SIZES_SUFFIX))
+            self.file, self.table = file, np.fromfile(path, dtype=schema.PLAN_SIZES_DTYPE).reshape(-1, 2)
         return self.table
 
 
@@ -465,7 +463,7 @@ def _piece_location(piece: Piece, lines: list[str], i: int) -> str:
 
 def _lines(plan_dir: Path, rows: Rows) -> list[str]:
     """Lines ``start:stop`` of a batch file, decompressed as a stream (only they are kept)."""
-    path = mirror.ensure_local(Path(plan_dir) / f"{rows.file}{UNITS_SUFFIX}")
+    path = mirror.ensure_local(schema.plan_batch_file(plan_dir, rows.file, UNITS_SUFFIX))
     try:
         raw = open(path, "rb")  # noqa: SIM115 - closed by the with below
     except FileNotFoundError:
