@@ -137,3 +137,41 @@ def test_plain_pytest_functions_choose_pytest(tmp_path):
                           "tests/test_a.py": "def test_a():\n    assert 1\n"})
     tests = disc.discover(tmp_path).tests
     assert tests[0].commands == (disc.PYTEST,) and tests[0].parser == "junit"
+
+
+UNRESOLVED_TOX_INI = """[testenv]
+deps = pytest
+commands =
+    pytest --basetemp={envtmpdir} {posargs:tests}
+    python -m pytest --log-file={envlogdir}/x.log {tty:--pdb:} tests
+"""
+
+
+def test_unresolved_substitutions_are_noted_in_the_discovery(tmp_path):
+    write_tree(tmp_path, {"tox.ini": UNRESOLVED_TOX_INI,
+                          "tests/test_a.py": "def test_a():\n    pass\n"})
+    found = disc.discover(tmp_path)
+    tox_tests = [c.commands[0] for c in found.tests if c.source == "tox.ini"]
+    assert tox_tests == [f"mkdir -p {tox.ENV_LOG} {tox.ENV_TMP} && pytest -rA "
+                         f"--junitxml=.codecorpus-reports/junit.xml --basetemp={tox.ENV_TMP} tests"]
+    assert found.notes == ("tox.ini: left out (unresolved substitution): python -m pytest "
+                           f"--log-file={tox.ENV_LOG}/x.log {{tty:--pdb:}} tests",)
+
+
+def test_tox_notes_reach_the_env_discover_rows(tmp_path):
+    from envs_helpers import git_repo
+
+    from codecorpus import schema
+    from codecorpus.envs import stages
+    from codecorpus.envs.config import EnvDiscoverConfig
+    from codecorpus.pipeline import tasks
+
+    git_repo(tmp_path / "repo", {"tox.ini": UNRESOLVED_TOX_INI,
+                                 "tests/test_a.py": "def test_a():\n    pass\n"})
+    run = schema.RunPaths(tmp_path / "run")
+    ref = stages.RepoRef("src", "repo", str(tmp_path / "repo"), "git")
+    ctx = tasks.TaskContext(run, "env_discover", "h")
+    stages.discover_task(ctx, 0, ref, EnvDiscoverConfig())
+    (row,) = tasks.read_parquet(run.part("env_discover", 0)).to_pylist()
+    (note,) = stages.discovery_of(row).notes
+    assert note.startswith("tox.ini: left out (unresolved substitution)") and "{tty:--pdb:}" in note

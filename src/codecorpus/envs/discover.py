@@ -92,6 +92,8 @@ class Discovery:
     dependency_files: tuple[str, ...]
     dependency_hash: str
     notes: tuple[str, ...] = field(default=())
+    """What a reader found but left out, and why, each naming its file (a tox command with a
+    substitution that cannot be made: ``tox.ini: left out (unresolved substitution): ...``)."""
 
 
 def dependency_hash(root: Path) -> tuple[tuple[str, ...], str]:
@@ -169,15 +171,16 @@ def cache_key(dep_hash: str, toolchain: str, toolchain_version: str,
 def discover(root: Path) -> Discovery:
     """Ranked install and test candidates of the tree at ``root``."""
     root = Path(root)
-    found: list[tuple[str, Candidate]] = []
-    for reader in (_github_actions, _gitlab_ci, _tox, _nox, _python, _node, _rust, _go,
-                   _java, _cmake, _make):
+    tox_env = tox.read(root)
+    found = _github_actions(root) + _gitlab_ci(root) + _tox(root, tox_env)
+    for reader in (_nox, _python, _node, _rust, _go, _java, _cmake, _make):
         found += reader(root)
     installs = _ranked(c for kind, c in found if kind == "install")
     tests = _ranked(c for kind, c in found if kind == "test")
     files, digest = dependency_hash(root)
     toolchains = tuple(sorted({c.toolchain for c in installs + tests}))
-    return Discovery(toolchains, installs, tests, files, digest)
+    notes = tuple(f"{tox_env.file}: {note}" for note in tox_env.notes) if tox_env else ()
+    return Discovery(toolchains, installs, tests, files, digest, notes)
 
 
 def _ranked(cands) -> tuple[Candidate, ...]:
@@ -323,8 +326,8 @@ def _as_list(value) -> list:
     return value if isinstance(value, list) else [value]
 
 
-def _tox(root: Path) -> list[tuple[str, Candidate]]:
-    env = tox.read(root)
+def _tox(root: Path, env: tox.ToxEnv | None) -> list[tuple[str, Candidate]]:
+    """The install and test candidates of tox's test environment (``tox.read(root)``)."""
     if env is None:
         return []
     groups = _dependency_groups(_toml(root / "pyproject.toml"), env.groups)

@@ -258,7 +258,8 @@ class _Resolver:
                 break
             text = new
         if "\0" in text or _SUB.search(text):
-            self.notes.append(f"left out (unresolved substitution): {text[:120]}")
+            shown = text.replace("\0", "{").replace("\1", "}")  # as the file spells it
+            self.notes.append(f"left out (unresolved substitution): {shown[:120]}")
             return None
         return re.sub(r"\s+", " ", text).strip()
 
