@@ -152,7 +152,7 @@ def test_unresolved_substitutions_are_noted_in_the_discovery(tmp_path):
                           "tests/test_a.py": "def test_a():\n    pass\n"})
     found = disc.discover(tmp_path)
     tox_tests = [c.commands[0] for c in found.tests if c.source == "tox.ini"]
-    assert tox_tests == [f"mkdir -p {tox.ENV_LOG} {tox.ENV_TMP} && pytest -rA "
+    assert tox_tests == [f"mkdir -p {tox.ENV_TMP} && pytest -rA "
                          f"--junitxml=.codecorpus-reports/junit.xml --basetemp={tox.ENV_TMP} tests"]
     assert found.notes == ("tox.ini: left out (unresolved substitution): python -m pytest "
                            f"--log-file={tox.ENV_LOG}/x.log {{tty:--pdb:}} tests",)
@@ -175,3 +175,41 @@ def test_tox_notes_reach_the_env_discover_rows(tmp_path):
     (row,) = tasks.read_parquet(run.part("env_discover", 0)).to_pylist()
     (note,) = stages.discovery_of(row).notes
     assert note.startswith("tox.ini: left out (unresolved substitution)") and "{tty:--pdb:}" in note
+
+
+def test_environment_paths_expand_in_set_env_and_quoted_strings(tmp_path):
+    import subprocess
+    import sys
+    import sysconfig
+    from pathlib import Path
+
+    write_tree(tmp_path, {"tox.ini": """[testenv]
+set_env =
+    BIN = {envbindir}{:}/usr/bin
+    SITE = {envsitepackagesdir}
+    QUOTE = it's
+commands =
+    printenv BIN SITE QUOTE
+    echo '{envdir}/x y' "{envdir}/z" {envdir}/w \\{envdir\\} \\{posargs\\}
+"""})
+    env = tox.read(tmp_path)
+    shell_env = {"ENV_DIR": "/e d", "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
+    out = [subprocess.run(["sh", "-c", cmd], env=shell_env, capture_output=True, text=True,
+                          check=True).stdout for cmd, _ in env.commands]
+    assert out[0].splitlines() == ["/e d/venv/bin:/usr/bin", sysconfig.get_paths()["purelib"],
+                                   "it's"]
+    assert out[1] == "/e d/venv/x y /e d/venv/z /e d/venv/w {envdir} {posargs}\n"
+    assert env.notes == ()
+
+
+def test_commands_need_their_set_env_and_commands_pre(tmp_path):
+    ini = "[testenv]\nset_env =\n    {set_env}\ncommands_pre =\n    {pre}\ncommands = pytest\n"
+    for set_env, pre, after in (("A = {tty:1:0}", "python -V", "set_env A"),
+                                ("A = 1", "python -c 'x={unknown}'", "commands_pre")):
+        write_tree(tmp_path, {"tox.ini": ini.format(set_env=set_env, pre=pre)})
+        env = tox.read(tmp_path)
+        assert env.commands == ()
+        assert env.notes[-1] == (f"commands left out: tox runs them after {after}, which "
+                                 "cannot be resolved")
+    write_tree(tmp_path, {"tox.ini": ini.format(set_env="A = 1", pre="python -V")})
+    assert tox.read(tmp_path).commands == (("python -V && A=1 pytest", 6),)

@@ -14,11 +14,15 @@ tests the package on the host's Python:
   ``[testenv]``, factor-conditional lines (``tests: pytest``, ``!py39: x``,
   ``py311,py312: y``, ``a-b: z``) kept when they match NAME's factors;
 - substitutions: ``{posargs}`` (its default when it has one), ``{toxinidir}``,
-  ``{envpython}``, ``{envbindir}``, ``{envdir}``, ``{envsitepackagesdir}``,
-  ``{envtmpdir}``/``{envlogdir}`` (directories under the sandbox's private /tmp, made
-  before the command), ``{envname}``, ``{env:VAR:default}``, ``{[section]key}``, ``{/}``
-  and ``{:}``. A command or dependency holding anything else is left out and noted: a
-  literal ``{...}`` would only make a command fail for a reason that is not the tests';
+  ``{envpython}``, ``{envbindir}``, ``{envdir}``, ``{envsitepackagesdir}`` (shell
+  expansions of ``$ENV_DIR``, made where they stand: inside a quoted string or a quoted
+  ``set_env`` value too), ``{envtmpdir}``/``{envlogdir}`` (directories under the sandbox's
+  private /tmp, made before the command), ``{envname}``, ``{env:VAR:default}``,
+  ``{[section]key}``, ``{/}`` and ``{:}``; ``\\{`` and ``\\}`` are braces. A command or
+  dependency holding anything else is left out and noted: a literal ``{...}`` would only
+  make a command fail for a reason that is not the tests'. tox runs ``set_env`` and
+  ``commands_pre`` with every command, so when one of those cannot be resolved the
+  commands are left out, with a note;
 - ``deps`` (requirement lines, ``-r``/``-c``/``-e`` options split into arguments),
   ``extras``, ``dependency_groups`` (PEP 735), ``skip_install``/``package = skip``,
   ``set_env``/``setenv`` (assignments before each command) and ``commands_pre`` (run before
@@ -249,8 +253,13 @@ class _Resolver:
         return (self.raw(key) or "").strip().lower() in ("true", "1", "yes")
 
     def substitute(self, text: str) -> str | None:
-        """``text`` with tox's substitutions made; None when one cannot be resolved."""
-        text = _posargs(text)
+        """``text`` with tox's substitutions made; None when one cannot be resolved.
+
+        Substitutions the shell makes when the command runs (``$ENV_DIR``) come marked
+        (``_live``): ``_in_place`` or ``_shell_word`` turn the result into shell text."""
+        dirs = set(self.needs_dirs)
+        text = re.sub("[\0-\5]", "", text)  # the markers below are ours alone
+        text = _posargs(text.replace("\\{", "\4").replace("\\}", "\5"))  # \{ \}: braces, kept
         text = re.sub(r"(^|\s)\[\](?=\s|$)", r"\1", text)  # tox 3's bare posargs
         for _ in range(10):
             new = _SUB.sub(lambda m: self._one(m.group(1)), text)
@@ -258,17 +267,18 @@ class _Resolver:
                 break
             text = new
         if "\0" in text or _SUB.search(text):
-            shown = text.replace("\0", "{").replace("\1", "}")  # as the file spells it
+            shown = _bare(text).translate(_AS_WRITTEN)
             self.notes.append(f"left out (unresolved substitution): {shown[:120]}")
+            self.needs_dirs = dirs  # a value left out needs no directory
             return None
-        return re.sub(r"\s+", " ", text).strip()
+        return re.sub(r"\s+", " ", text).strip().translate(_ESCAPED_BRACES)
 
     def _one(self, key: str) -> str:
         fixed = {"toxinidir": ".", "tox_root": ".", "toxworkdir": ".tox", "work_dir": ".tox",
                  "envpython": "python", "env_python": "python", "basepython": "python",
-                 "base_python": "python", "envbindir": "$ENV_DIR/venv/bin",
-                 "env_bin_dir": "$ENV_DIR/venv/bin", "envdir": "$ENV_DIR/venv",
-                 "env_dir": "$ENV_DIR/venv", "envname": self.name, "env_name": self.name,
+                 "base_python": "python", "envbindir": _live("$ENV_DIR/venv/bin"),
+                 "env_bin_dir": _live("$ENV_DIR/venv/bin"), "envdir": _live("$ENV_DIR/venv"),
+                 "env_dir": _live("$ENV_DIR/venv"), "envname": self.name, "env_name": self.name,
                  "/": "/", ":": ":", "envsitepackagesdir": _SITE, "env_site_packages_dir": _SITE}
         if key in fixed:
             return fixed[key]
@@ -284,7 +294,53 @@ class _Resolver:
         return "\0" + key + "\1"  # unresolved: kept, and the caller drops the line
 
 
-_SITE = "$(python -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])')"
+def _live(shell: str) -> str:
+    """A substitution the shell makes when the command runs, marked so that quoting leaves
+    it live (no braces in it: the substitution loop would read them as a key)."""
+    return f"\2{shell}\3"
+
+
+_ESCAPED_BRACES = {4: "{", 5: "}"}
+_AS_WRITTEN = {0: "{", 1: "}", 4: "\\{", 5: "\\}"}  # a note shows the line as the file spells it
+_SITE = _live("$(python -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])')")
+_LIVE = re.compile("\2([^\3]*)\3")
+
+
+def _bare(text: str) -> str:
+    return text.replace("\2", "").replace("\3", "")
+
+
+def _in_place(command: str) -> str:
+    """A substituted command as shell text: each live part double-quoted where it stands, and
+    inside a single-quoted string that string is closed around it, so that the shell expands
+    it wherever tox's substitution was (``'{envdir}/x'`` -> ``''"$ENV_DIR/venv"'/x'``)."""
+    out, quote, i = [], "", 0
+    while i < len(command):
+        ch = command[i]
+        if ch == "\2":
+            end = command.index("\3", i)
+            live = command[i + 1:end]
+            out.append({"'": f"'\"{live}\"'", '"': live}.get(quote, f'"{live}"'))
+            i = end + 1
+            continue
+        if ch == "\\" and quote != "'" and command[i + 1:i + 2] != "\2":
+            out.append(command[i:i + 2])
+            i += 2
+            continue
+        if ch in "'\"" and quote in ("", ch):
+            quote = "" if quote else ch
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def _shell_word(value: str) -> str:
+    """A substituted value as one shell word: its text quoted, its live parts double-quoted
+    (``{envbindir}:/usr/bin`` -> ``"$ENV_DIR/venv/bin":/usr/bin``)."""
+    parts = _LIVE.split(value)  # text, live, text, ...
+    word = "".join(f'"{part}"' if i % 2 else shlex.quote(part) if part else ""
+                   for i, part in enumerate(parts))
+    return word or "''"
 
 
 def _posargs(text: str) -> str:
@@ -308,8 +364,8 @@ def _pip_args(dep: str) -> list[str]:
     quoted for the shell."""
     m = re.fullmatch(r"(-[rce]|--requirement|--constraint|--editable)\s*=?\s*(\S.*)", dep)
     if m:
-        return [m.group(1), shlex.quote(m.group(2).strip())]
-    return [shlex.quote(dep)]
+        return [m.group(1), _shell_word(m.group(2).strip())]
+    return [_shell_word(dep)]
 
 
 def resolve(ini: configparser.ConfigParser, name: str, file: str, text: str) -> ToxEnv:
@@ -320,30 +376,47 @@ def resolve(ini: configparser.ConfigParser, name: str, file: str, text: str) -> 
         dep = r.substitute(dep)
         if dep:
             deps += _pip_args(dep)
-    env_vars = []
-    for item in r.lines("set_env", "setenv"):
-        key, eq, value = item.partition("=")
-        value = r.substitute(value.strip()) if eq else None
-        if value is not None and re.fullmatch(r"[A-Za-z_]\w*", key.strip()):
-            env_vars.append(f"{key.strip()}={shlex.quote(value)}")
     header = f"[{r.own.name}]" if r.own is not None else "[testenv]"
     first = _line_of(text, header) or _line_of(text, "[testenv")
-    commands = []
-    for cmd in r.lines("commands"):
-        line = _line_of(text, cmd[:30]) or first
-        cmd = r.substitute(cmd.lstrip("-! ").strip())
-        if cmd:
-            commands.append((" ".join([*env_vars, cmd]), line))
-    pre = [c for c in map(r.substitute, r.lines("commands_pre")) if c]
-    if r.needs_dirs:
-        pre.insert(0, "mkdir -p " + " ".join(sorted(r.needs_dirs)))
-    if pre:
-        commands = [(" && ".join([*pre, c]), line) for c, line in commands]
+    commands = _commands(r, text, first)
     package = (r.raw("package") or "").strip()
     skip = r.boolean("skip_install") or package == "skip"
     return ToxEnv(name, file, first, not skip, tuple(r.items("extras")),
                   tuple(r.items("dependency_groups")), tuple(deps), tuple(commands),
                   tuple(r.notes))
+
+
+def _commands(r: _Resolver, text: str, first: int) -> list[tuple[str, int]]:
+    """Each command with its line, ``set_env``'s assignments and ``commands_pre`` before it;
+    none when one of those cannot be resolved (noted): tox would not run them without it."""
+    env_vars, unresolved = [], []
+    for item in r.lines("set_env", "setenv"):
+        key, eq, value = item.partition("=")
+        value = r.substitute(value.strip()) if eq else ""
+        if value is None:
+            unresolved.append(f"set_env {key.strip()}")
+        elif eq and re.fullmatch(r"[A-Za-z_]\w*", key.strip()):
+            env_vars.append(f"{key.strip()}={_shell_word(value)}")
+    commands = []
+    for cmd in r.lines("commands"):
+        line = _line_of(text, cmd[:30]) or first
+        cmd = r.substitute(cmd.lstrip("-! ").strip())
+        if cmd:
+            commands.append((" ".join([*env_vars, _in_place(cmd)]), line))
+    pre = []
+    for cmd in r.lines("commands_pre"):
+        resolved = r.substitute(cmd)
+        if resolved is None:
+            unresolved.append("commands_pre")
+        elif resolved:
+            pre.append(_in_place(resolved))
+    if unresolved and commands:
+        after = " and ".join(dict.fromkeys(unresolved))
+        r.notes.append(f"commands left out: tox runs them after {after}, which cannot be resolved")
+        return []
+    if r.needs_dirs:
+        pre.insert(0, "mkdir -p " + " ".join(sorted(r.needs_dirs)))
+    return [(" && ".join([*pre, c]), line) for c, line in commands]
 
 
 def _line_of(text: str, needle: str) -> int:
