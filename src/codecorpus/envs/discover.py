@@ -35,6 +35,7 @@ import tomllib
 import yaml
 
 from codecorpus.envs import tox
+from codecorpus.envs.text import line_of, quote, read_text
 
 CI, MANIFEST, CONVENTION = 0, 1, 2
 JUNIT_DIR = ".codecorpus-reports"
@@ -194,19 +195,6 @@ def _skipped(path: Path, root: Path) -> bool:
     return any(part in SKIP_DIRS for part in path.relative_to(root).parts[:-1])
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text("utf-8", "replace")
-    except OSError:
-        return ""
-
-
-def _line_of(text: str, needle: str, start: int = 0) -> int:
-    """1-based line of the first occurrence of ``needle`` (0 when absent)."""
-    pos = text.find(needle.strip().splitlines()[0] if needle.strip() else needle, start)
-    return text.count("\n", 0, pos) + 1 if pos >= 0 else 0
-
-
 # ---------------------------------------------------------------- CI files
 
 
@@ -275,10 +263,10 @@ def _from_steps(scripts: list[str], text: str, source: str) -> list[tuple[str, C
                 line = _pytest_flags(line)
                 parser, reports = _parser_of(line)
                 out.append(("test", Candidate((line,), _toolchain_of(line), source,
-                                              _line_of(text, line.split(" -rA")[0]), CI, parser,
+                                              line_of(text, line.split(" -rA")[0]), CI, parser,
                                               reports)))
             elif _INSTALL_WORDS.search(line):
-                first_install = first_install or _line_of(text, line)
+                first_install = first_install or line_of(text, line)
                 installs.append(line)
     if installs:
         chain = _toolchain_of(" ".join(installs))
@@ -290,7 +278,7 @@ def _from_steps(scripts: list[str], text: str, source: str) -> list[tuple[str, C
 def _github_actions(root: Path) -> list[tuple[str, Candidate]]:
     out = []
     for wf in sorted((root / ".github" / "workflows").glob("*.y*ml")):
-        text = _read(wf)
+        text = read_text(wf)
         try:
             doc = yaml.safe_load(text) or {}
         except yaml.YAMLError:
@@ -306,7 +294,7 @@ def _github_actions(root: Path) -> list[tuple[str, Candidate]]:
 
 def _gitlab_ci(root: Path) -> list[tuple[str, Candidate]]:
     path = root / ".gitlab-ci.yml"
-    text = _read(path)
+    text = read_text(path)
     try:
         doc = yaml.safe_load(text) if text else None
     except yaml.YAMLError:
@@ -336,7 +324,7 @@ def _tox(root: Path, env: tox.ToxEnv | None) -> list[tuple[str, Candidate]]:
     if env.deps:
         install.append("python -m pip install " + " ".join(env.deps))
     if groups:
-        install.append("python -m pip install " + " ".join(_quote(g) for g in groups))
+        install.append("python -m pip install " + " ".join(quote(g) for g in groups))
     out = [("install", Candidate(tuple(c for c in install if c), "python", env.file, env.line,
                                  CI))]
     for cmd, line in env.commands:
@@ -348,15 +336,11 @@ def _tox(root: Path, env: tox.ToxEnv | None) -> list[tuple[str, Candidate]]:
     return out
 
 
-def _quote(arg: str) -> str:
-    return "'" + arg.replace("'", "'\\''") + "'" if re.search(r"[^\w@%+=:,./-]", arg) else arg
-
-
 _NOX_CALL = re.compile(r"session\.(run|install)\(([^)]*)\)")
 
 
 def _nox(root: Path) -> list[tuple[str, Candidate]]:
-    text = _read(root / "noxfile.py")
+    text = read_text(root / "noxfile.py")
     out: list[tuple[str, Candidate]] = []
     installs: list[str] = []
     for m in _NOX_CALL.finditer(text):
@@ -365,9 +349,9 @@ def _nox(root: Path) -> list[tuple[str, Candidate]]:
             continue
         line = text.count("\n", 0, m.start()) + 1
         if m.group(1) == "install":
-            installs.append("python -m pip install " + " ".join(_quote(a) for a in args))
+            installs.append("python -m pip install " + " ".join(quote(a) for a in args))
         elif _TEST_WORDS.search(" ".join(args)):
-            cmd = _pytest_flags(" ".join(_quote(a) for a in args))
+            cmd = _pytest_flags(" ".join(quote(a) for a in args))
             if args[0] == "pytest":
                 cmd = "python -m " + cmd
             parser, reports = _parser_of(cmd)
@@ -375,7 +359,7 @@ def _nox(root: Path) -> list[tuple[str, Candidate]]:
                                           reports)))
     if installs:
         out.append(("install", Candidate((VENV, *installs), "python", "noxfile.py",
-                                         _line_of(text, "session.install"), CI)))
+                                         line_of(text, "session.install"), CI)))
     return out
 
 
@@ -384,7 +368,7 @@ def _nox(root: Path) -> list[tuple[str, Candidate]]:
 
 def _toml(path: Path) -> dict:
     try:
-        return tomllib.loads(_read(path)) if path.is_file() else {}
+        return tomllib.loads(read_text(path))
     except tomllib.TOMLDecodeError:
         return {}
 
@@ -395,7 +379,7 @@ _TEST_GROUPS = ("test", "tests", "testing", "dev")
 
 def _python(root: Path) -> list[tuple[str, Candidate]]:
     py = _toml(root / "pyproject.toml")
-    setup_py, setup_cfg = _read(root / "setup.py"), _read(root / "setup.cfg")
+    setup_py, setup_cfg = read_text(root / "setup.py"), read_text(root / "setup.cfg")
     runtime = [root / "requirements.txt"] if (root / "requirements.txt").is_file() else []
     test_reqs = _test_requirements(root)
     if not (py or setup_py or setup_cfg or runtime or test_reqs or _has_python_tests(root)):
@@ -407,13 +391,13 @@ def _python(root: Path) -> list[tuple[str, Candidate]]:
     source = "pyproject.toml" if py else "setup.py" if setup_py else "setup.cfg"
     wants_pytest = _uses_pytest(root, py, setup_cfg)
     pytest_dep = ("python -m pip install pytest",) if wants_pytest else ()
-    req_cmds = tuple(f"python -m pip install -r {_quote(str(r.relative_to(root)))}"
+    req_cmds = tuple(f"python -m pip install -r {quote(str(r.relative_to(root)))}"
                      for r in runtime + test_reqs)
     group = next((g for g in _TEST_GROUPS if g in (py.get("dependency-groups") or {})), "")
     group_deps = _dependency_groups(py, (group,) if group else ())
-    group_cmd = ("python -m pip install " + " ".join(map(_quote, group_deps)),) if group_deps else ()
+    group_cmd = ("python -m pip install " + " ".join(map(quote, group_deps)),) if group_deps else ()
     if py or setup_py or setup_cfg:
-        line = _line_of(_read(root / source), f"{extra}" if extra else "[build-system]")
+        line = line_of(read_text(root / source), f"{extra}" if extra else "[build-system]")
         full = (VENV, f"python -m pip install -e {target}", *req_cmds, *group_cmd, *pytest_dep)
         out.append(("install", Candidate(full, "python", source, line, MANIFEST)))
         plain = (VENV, "python -m pip install -e .", *pytest_dep)
@@ -498,16 +482,16 @@ def _uses_pytest(root: Path, py: dict, setup_cfg: str) -> bool:
     if "pytest" in (py.get("tool") or {}) or "[tool:pytest]" in setup_cfg:
         return True
     declared = json.dumps(py.get("project", {}).get("optional-dependencies") or {})
-    declared += setup_cfg + _read(root / "setup.py")
-    declared += json.dumps(py.get("dependency-groups") or {}) + _read(root / "tox.ini")
-    declared += "".join(_read(p) for pattern in REQUIREMENT_GLOBS for p in root.glob(pattern))
+    declared += setup_cfg + read_text(root / "setup.py")
+    declared += json.dumps(py.get("dependency-groups") or {}) + read_text(root / "tox.ini")
+    declared += "".join(read_text(p) for pattern in REQUIREMENT_GLOBS for p in root.glob(pattern))
     if re.search(r"\bpytest\b", declared):
         return True
     if (root / "pytest.ini").is_file() or (root / "conftest.py").is_file():
         return True
     for test_file in _python_test_files(root)[:50]:
         # pytest by import, or by style: a module-level test function, which unittest skips
-        if re.search(r"^\s*(import pytest|from pytest )|^(async )?def test", _read(test_file),
+        if re.search(r"^\s*(import pytest|from pytest )|^(async )?def test", read_text(test_file),
                      re.M):
             return True
     return False
@@ -527,7 +511,7 @@ _NPM_DEFAULT_TEST = 'echo "Error: no test specified" && exit 1'
 
 def _node(root: Path) -> list[tuple[str, Candidate]]:
     path = root / "package.json"
-    text = _read(path)
+    text = read_text(path)
     try:
         pkg = json.loads(text) if text else None
     except ValueError:
@@ -540,7 +524,7 @@ def _node(root: Path) -> list[tuple[str, Candidate]]:
     script = (pkg.get("scripts") or {}).get("test", "")
     if not isinstance(script, str) or not script or script == _NPM_DEFAULT_TEST:
         return out
-    line = _line_of(text, '"test"')
+    line = line_of(text, '"test"')
     deps = {**(pkg.get("devDependencies") or {}), **(pkg.get("dependencies") or {})}
     direct = _node_direct(script, deps)
     if direct:
@@ -587,7 +571,7 @@ def _node_direct(script: str, deps: dict) -> tuple[str, str, str] | None:
 def _rust(root: Path) -> list[tuple[str, Candidate]]:
     if not (root / "Cargo.toml").is_file():
         return []
-    line = _line_of(_read(root / "Cargo.toml"), "[package]") or 1
+    line = line_of(read_text(root / "Cargo.toml"), "[package]") or 1
     return [("install", Candidate(("cargo fetch",), "rust", "Cargo.toml", line, MANIFEST)),
             ("test", Candidate(("cargo test --offline --no-fail-fast",), "rust", "Cargo.toml",
                                line, MANIFEST, "cargo"))]
@@ -619,10 +603,10 @@ def _java(root: Path) -> list[tuple[str, Candidate]]:
 
 
 def _cmake(root: Path) -> list[tuple[str, Candidate]]:
-    text = _read(root / "CMakeLists.txt")
+    text = read_text(root / "CMakeLists.txt")
     if not text:
         return []
-    line = _line_of(text, "enable_testing") or 1
+    line = line_of(text, "enable_testing") or 1
     return [("install", Candidate(("cmake -S . -B build", "cmake --build build -j2"), "cmake",
                                   "CMakeLists.txt", 1, MANIFEST)),
             ("test", Candidate(("ctest --test-dir build --output-on-failure",), "cmake",
@@ -630,7 +614,7 @@ def _cmake(root: Path) -> list[tuple[str, Candidate]]:
 
 
 def _make(root: Path) -> list[tuple[str, Candidate]]:
-    text = _read(root / "Makefile")
+    text = read_text(root / "Makefile")
     out = []
     for target in ("test", "check"):
         m = re.search(rf"^{target}\s*:", text, re.M)

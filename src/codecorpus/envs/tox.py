@@ -34,11 +34,12 @@ from __future__ import annotations
 import configparser
 import platform
 import re
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import tomllib
+
+from codecorpus.envs.text import line_of, quote, read_text
 
 ENV_TMP = "/tmp/tox-env-tmp"
 ENV_LOG = "/tmp/tox-env-log"
@@ -76,27 +77,20 @@ class ToxEnv:
 def read_config(root: Path) -> tuple[configparser.ConfigParser, str, str] | None:
     """tox's configuration of a tree: the parser, the file it came from, that file's text."""
     for name, section in (("tox.ini", "tox"), ("setup.cfg", "tox:tox")):
-        text = _read(root / name)
+        text = read_text(root / name)
         ini = _parse(text) if text else None
         if ini is not None and (ini.has_section(section) or ini.has_section("testenv")
                                 or any(s.startswith("testenv:") for s in ini.sections())):
             if section == "tox:tox":
                 ini = _renamed(ini)
             return ini, name, text
-    text = _read(root / "pyproject.toml")
+    text = read_text(root / "pyproject.toml")
     try:
         legacy = (tomllib.loads(text).get("tool") or {}).get("tox", {}).get("legacy_tox_ini")
     except (tomllib.TOMLDecodeError, AttributeError):
         legacy = None
     ini = _parse(legacy) if isinstance(legacy, str) else None
     return (ini, "pyproject.toml", text) if ini is not None else None
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text("utf-8", "replace") if path.is_file() else ""
-    except OSError:
-        return ""
 
 
 def _parse(text: str) -> configparser.ConfigParser | None:
@@ -314,21 +308,21 @@ def _in_place(command: str) -> str:
     """A substituted command as shell text: each live part double-quoted where it stands, and
     inside a single-quoted string that string is closed around it, so that the shell expands
     it wherever tox's substitution was (``'{envdir}/x'`` -> ``''"$ENV_DIR/venv"'/x'``)."""
-    out, quote, i = [], "", 0
+    out, opened, i = [], "", 0
     while i < len(command):
         ch = command[i]
         if ch == "\2":
             end = command.index("\3", i)
             live = command[i + 1:end]
-            out.append({"'": f"'\"{live}\"'", '"': live}.get(quote, f'"{live}"'))
+            out.append({"'": f"'\"{live}\"'", '"': live}.get(opened, f'"{live}"'))
             i = end + 1
             continue
-        if ch == "\\" and quote != "'" and command[i + 1:i + 2] != "\2":
+        if ch == "\\" and opened != "'" and command[i + 1:i + 2] != "\2":
             out.append(command[i:i + 2])
             i += 2
             continue
-        if ch in "'\"" and quote in ("", ch):
-            quote = "" if quote else ch
+        if ch in "'\"" and opened in ("", ch):
+            opened = "" if opened else ch
         out.append(ch)
         i += 1
     return "".join(out)
@@ -338,7 +332,7 @@ def _shell_word(value: str) -> str:
     """A substituted value as one shell word: its text quoted, its live parts double-quoted
     (``{envbindir}:/usr/bin`` -> ``"$ENV_DIR/venv/bin":/usr/bin``)."""
     parts = _LIVE.split(value)  # text, live, text, ...
-    word = "".join(f'"{part}"' if i % 2 else shlex.quote(part) if part else ""
+    word = "".join(f'"{part}"' if i % 2 else quote(part) if part else ""
                    for i, part in enumerate(parts))
     return word or "''"
 
@@ -377,7 +371,7 @@ def resolve(ini: configparser.ConfigParser, name: str, file: str, text: str) -> 
         if dep:
             deps += _pip_args(dep)
     header = f"[{r.own.name}]" if r.own is not None else "[testenv]"
-    first = _line_of(text, header) or _line_of(text, "[testenv")
+    first = line_of(text, header) or line_of(text, "[testenv")
     commands = _commands(r, text, first)
     package = (r.raw("package") or "").strip()
     skip = r.boolean("skip_install") or package == "skip"
@@ -399,7 +393,7 @@ def _commands(r: _Resolver, text: str, first: int) -> list[tuple[str, int]]:
             env_vars.append(f"{key.strip()}={_shell_word(value)}")
     commands = []
     for cmd in r.lines("commands"):
-        line = _line_of(text, cmd[:30]) or first
+        line = line_of(text, cmd[:30]) or first
         cmd = r.substitute(cmd.lstrip("-! ").strip())
         if cmd:
             commands.append((" ".join([*env_vars, _in_place(cmd)]), line))
@@ -417,11 +411,6 @@ def _commands(r: _Resolver, text: str, first: int) -> list[tuple[str, int]]:
     if r.needs_dirs:
         pre.insert(0, "mkdir -p " + " ".join(sorted(r.needs_dirs)))
     return [(" && ".join([*pre, c]), line) for c, line in commands]
-
-
-def _line_of(text: str, needle: str) -> int:
-    pos = text.find(needle) if needle else -1
-    return text.count("\n", 0, pos) + 1 if pos >= 0 else 0
 
 
 def read(root: Path) -> ToxEnv | None:
