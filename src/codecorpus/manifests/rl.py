@@ -8,7 +8,12 @@ gives the same bytes. A spec's ``spec_sha256`` is its identity hash (``envs.spec
 identity_hash``: everything but the measured durations and test counts), so the same inputs
 give the same manifest although the measurements in the spec files differ run to run.
 ``verify`` trusts none of it: it re-hashes every spec and task file, re-reads every task
-line, checks each spec against the shipped schema and each task's FAIL_TO_PASS.
+line, checks each spec against the shipped schema and each task's FAIL_TO_PASS. A manifest
+of another format version, or one lacking a field, is a problem line naming it, never a
+``KeyError``.
+
+Format versions: 1 listed each environment's ``sha256``; 2 names it ``spec_sha256`` (the
+identity hash, not the file's bytes).
 """
 
 from __future__ import annotations
@@ -25,8 +30,11 @@ from codecorpus.storage import mirror as store
 from codecorpus.storage.atomic import atomic_write_bytes, sha256_file
 
 RL_MANIFEST_KIND = "codecorpus.rl"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MANIFEST_NAME = "manifest.json"
+ENV_KEYS = ("path", "spec_sha256", "repo", "revision", "cache_key", "toolchain")
+TASKS_KEYS = ("path", "sha256", "count", "instances")
+INSTANCE_KEYS = ("instance_id", "repo", "environment", "sha256")
 
 
 def _line_hash(line: str) -> str:
@@ -62,9 +70,29 @@ def write_manifest(root: Path, manifest: dict[str, Any]) -> None:
     atomic_write_bytes(root / MANIFEST_NAME, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())
 
 
+def _missing(where: str, obj: Any, keys: tuple[str, ...]) -> list[str]:
+    if not isinstance(obj, dict):
+        return [f"{where}: expected an object, found {type(obj).__name__}"]
+    return [f"{where}: field {k!r} is missing" for k in keys if k not in obj]
+
+
+def _structure_problems(m: dict[str, Any]) -> list[str]:
+    """The fields ``verify`` reads that a manifest lacks (checked before any is read)."""
+    envs, tasks = m.get("environments"), m.get("tasks")
+    if not isinstance(envs, list):
+        problems = [f"environments: expected a list, found {type(envs).__name__}"]
+    else:
+        problems = [p for i, e in enumerate(envs) for p in _missing(f"environments[{i}]", e, ENV_KEYS)]
+    problems += _missing("tasks", tasks, TASKS_KEYS)
+    listed = tasks.get("instances") if isinstance(tasks, dict) else []
+    if not isinstance(listed, list):
+        return [*problems, f"tasks.instances: expected a list, found {type(listed).__name__}"]
+    return problems + [p for i, x in enumerate(listed) for p in _missing(f"tasks.instances[{i}]", x, INSTANCE_KEYS)]
+
+
 def _env_problems(root: Path, m: dict[str, Any]) -> list[str]:
     problems = []
-    for e in m.get("environments", []):
+    for e in m["environments"]:
         path = root / e["path"]
         if not path.is_file():
             problems.append(f"environments: {e['path']} is missing")
@@ -81,20 +109,27 @@ def _env_problems(root: Path, m: dict[str, Any]) -> list[str]:
 
 
 def _task_problems(root: Path, m: dict[str, Any]) -> list[str]:
-    t = m.get("tasks") or {}
-    path = root / t.get("path", "")
+    t = m["tasks"]
+    path = root / t["path"]
     if not path.is_file():
-        return [f"tasks: {t.get('path')} is missing"]
+        return [f"tasks: {t['path']} is missing"]
     problems = []
-    if (digest := sha256_file(path)) != t.get("sha256"):
-        problems.append(f"{t['path']}: sha256: expected {t.get('sha256')} (manifest), found {digest}")
-    envs = {e["path"] for e in m.get("environments", [])}
+    if (digest := sha256_file(path)) != t["sha256"]:
+        problems.append(f"{t['path']}: sha256: expected {t['sha256']} (manifest), found {digest}")
+    envs = {e["path"] for e in m["environments"]}
     lines = path.read_text().splitlines()
-    if len(lines) != t.get("count"):
-        problems.append(f"{t['path']}: count: expected {t.get('count')} (manifest), found {len(lines)}")
-    listed = t.get("instances", [])
+    if len(lines) != t["count"]:
+        problems.append(f"{t['path']}: count: expected {t['count']} (manifest), found {len(lines)}")
+    listed = t["instances"]
     for i, line in enumerate(lines):
-        task = json.loads(line)
+        try:
+            task = json.loads(line)
+        except ValueError as err:
+            problems.append(f"{t['path']}:{i + 1}: not a JSON line: {err}")
+            continue
+        if not isinstance(task, dict):
+            problems.append(f"{t['path']}:{i + 1}: expected a JSON object, found {type(task).__name__}")
+            continue
         where = f"{t['path']}:{i + 1} ({task.get('instance_id')})"
         if i >= len(listed) or listed[i]["sha256"] != _line_hash(line):
             problems.append(f"{where}: sha256 differs from the manifest's instances[{i}]")
@@ -109,17 +144,30 @@ def verify(path: Path) -> list[str]:
     """Every problem with an RL manifest (``path`` is the manifest file)."""
     try:
         m = json.loads(Path(path).read_text())
-        if m.get("format_version") != FORMAT_VERSION:
-            return [f"{path}: format_version: expected {FORMAT_VERSION}, found {m.get('format_version')}"]
-        root = Path(path).parent
+    except (OSError, ValueError) as err:
+        return [f"{path}: not a readable JSON manifest: {err}"]
+    if not isinstance(m, dict):
+        return [f"{path}: expected a JSON object, found {type(m).__name__}"]
+    if (version := m.get("format_version")) != FORMAT_VERSION:
+        return [f"{path}: format_version: expected {FORMAT_VERSION}, found {version!r}: written by "
+                "another codecorpus version; rerun its recipe with this one (task_validate writes "
+                "the manifest anew)"]
+    structure = _structure_problems(m)
+    if structure:
+        return [f"{path}: {p}" for p in structure]
+    root = Path(path).parent
+    try:
         return _env_problems(root, m) + _task_problems(root, m)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+    except (OSError, ValueError, TypeError) as err:
         return [f"{path}: malformed RL manifest or task file: {type(err).__name__}: {err}"]
 
 
 def show(m: dict[str, Any]) -> list[str]:
-    """A readable summary of an RL manifest."""
-    t = m.get("tasks") or {}
-    lines = [f"rl manifest: {len(m.get('environments', []))} environments, {t.get('count', 0)} tasks ({t.get('path')})"]
-    lines += [f"  {e['path']}  {e['toolchain']}  {e['repo']}@{e['revision'][:12]}" for e in m.get("environments", [])]
+    """A readable summary of an RL manifest (a malformed one shows what it has)."""
+    t = m.get("tasks") if isinstance(m.get("tasks"), dict) else {}
+    listed = m.get("environments")
+    envs = [e for e in listed if isinstance(e, dict)] if isinstance(listed, list) else []
+    lines = [f"rl manifest: {len(envs)} environments, {t.get('count', 0)} tasks ({t.get('path')})"]
+    lines += [f"  {e.get('path')}  {e.get('toolchain')}  {e.get('repo')}@{str(e.get('revision'))[:12]}"
+              for e in envs]
     return lines
