@@ -11,6 +11,7 @@ The pipeline run on Ray must write the same bytes with planning in tasks as inli
 
 from __future__ import annotations
 
+import hashlib
 import json
 import pickle
 import shutil
@@ -22,7 +23,7 @@ import pytest
 from codecorpus import schema
 from codecorpus.config import IngestConfig, RecipeError, config_hash, load_recipe_data
 from codecorpus.ingest import plan, shardplan
-from codecorpus.ingest.refs import FileRef
+from codecorpus.ingest.refs import FileRef, S3Conn
 from codecorpus.runtime.executor import Executor
 from codecorpus.storage import mirror
 from conftest import (
@@ -200,7 +201,23 @@ def test_pipeline_writes_the_same_bytes_with_planning_in_tasks(tmp_path: Path, r
 def test_a_file_line_is_json_dumps_text():
     odd = FileRef("s", "o/r", 'dir/caf\u00e9 "q"\n\udcff.py', "/x/\u4e2d.py", 12, "", "MIT", None, detail="d\\e")
     for ref in (odd, FileRef("s", "r", "p", "/p", 0, "abc", "unknown", "too_large", store="git", key="k")):
-        assert shardplan.unit_line(ref) == json.dumps(plan._fingerprint_fields(ref), sort_keys=True, default=str)
+        assert plan.unit_line(ref) == json.dumps(plan._fingerprint_fields(ref), sort_keys=True, default=str)
+
+
+def test_the_fingerprint_is_the_sha256_of_json_dumps_of_the_shard(corpus: Path):
+    """The bytes every run's plan hash has been made of: ``json.dumps`` of the list of the units'
+    fields (S3 settings left out), keys sorted. A unit whose value is not of its field's type
+    (a bool size, a None revision) takes ``json.dumps``'s path and spells the same."""
+    def spelled(shard: list) -> str:
+        fields = [{**{k: v for k, v in vars(u).items() if k != "s3"}, "_unit": type(u).__name__} for u in shard]
+        return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()
+
+    units = [u for s in plan.plan_shards(_sources(corpus), IngestConfig(max_file_bytes=2500)) for u in s]
+    odd = [FileRef("s", "r", 'caf\u00e9 "q"\udcff', "/p", True, None, "MIT"),
+           FileRef("s", "r", "p", "", 3, "", "MIT", store="s3", key="p", s3=S3Conn("http://e", "r", "k", "s"))]
+    for shard in ([], units, units[:1], odd):
+        assert plan.plan_fingerprint(shard) == spelled(shard)
+    assert {type(u).__name__ for u in units} == {"FileRef", "ArchiveRef", "RecordRef"}
 
 
 def test_plan_files_go_through_an_s3_run_store(corpus: Path, tmp_path: Path, s3_server, monkeypatch):

@@ -6,17 +6,16 @@ shards and the same plan hash without that:
 
 1. **list** (tasks): each planning task lists a batch of repositories
    (:data:`plan.Listing`) and writes their units to one batch file under
-   ``RUN/_plan/ingest/`` (zstd JSON lines, one unit per line, exactly as the plan
-   fingerprint spells it) beside a sizes file (two int64 per unit: the bytes the cut
-   counts, the document bytes). It returns one unit count (and git object store)
-   per repository.
+   ``RUN/_plan/ingest/`` (zstd JSON lines, one ``plan.unit_line`` per unit) beside a
+   sizes file (two int64 per unit: the bytes the cut counts, the document bytes). It
+   returns one unit count (and git object store) per repository.
 2. **cut** (driver): the greedy cut of ``plan.cut_into_shards``, streamed over
    the sizes files one batch at a time. A shard is a few pieces: row ranges of
    batch files, and units planned on the driver (archives, record slices, S3
    objects, a repository dropped as a duplicate), which are compact already.
-3. **describe** (tasks): each shard's fingerprint is the sha256 of its units' lines
-   joined as ``json.dumps`` joins a list, so it equals ``plan.plan_fingerprint``
-   of the same units; its document bytes come from the sizes files.
+3. **describe** (tasks): each shard's fingerprint is ``plan.fingerprint_of_lines`` of
+   its units' lines, which is how ``plan.plan_fingerprint`` hashes the same units; its
+   document bytes come from the sizes files.
 
 The ingest task loads its own shard's units from the batch files
 (:func:`load_units`). The driver holds per repository one count, per shard its
@@ -31,7 +30,6 @@ never read for a new one; the folder is rewritten by every planning run.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import io
@@ -39,13 +37,11 @@ import itertools
 import json
 import logging
 import math
-import operator
 import os
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from json.encoder import encode_basestring_ascii as _json_string
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -248,38 +244,6 @@ def _location(unit: Unit) -> str:
 # --- phase 1: list batches of repositories (tasks) --------------------------------
 
 
-def unit_line(unit: Unit) -> str:
-    """A unit as ``plan.plan_fingerprint`` spells it inside its JSON list (``json.dumps`` with
-    sorted keys); a file's line is built field by field: the same text, a few times sooner."""
-    line = _file_line(unit) if type(unit) is FileRef and unit.s3 is None else None
-    return line if line is not None else json.dumps(plan._fingerprint_fields(unit), sort_keys=True, default=str)
-
-
-def _json_int(value: object) -> str:
-    if type(value) is not int:  # a bool is an int to Python, not to JSON
-        raise TypeError(type(value).__name__)
-    return int.__repr__(value)
-
-
-def _json_optional_string(value: str | None) -> str:
-    return "null" if value is None else _json_string(value)
-
-
-_ENCODERS = {"str": _json_string, "int": _json_int, "str | None": _json_optional_string}
-"""JSON text of a FileRef field by its declared type (each raises TypeError on another type)."""
-_FILE_FIELDS = sorted([(f.name, f.type) for f in dataclasses.fields(FileRef) if f.name != "s3"] + [("_unit", "")])
-_FILE_VALUES = operator.attrgetter(*(k for k, _ in _FILE_FIELDS if k != "_unit"))
-_FILE_ENCODERS = tuple(_ENCODERS[t] for k, t in _FILE_FIELDS if k != "_unit")
-_FILE_TEMPLATE = "{" + ", ".join('"_unit": "FileRef"' if k == "_unit" else f'"{k}": %s' for k, _ in _FILE_FIELDS) + "}"
-
-
-def _file_line(unit: FileRef) -> str | None:
-    try:
-        return _FILE_TEMPLATE % tuple(map(operator.call, _FILE_ENCODERS, _FILE_VALUES(unit)))
-    except TypeError:  # a value not of its field's type: json.dumps decides
-        return None
-
-
 @dataclass(frozen=True)
 class _ListBatch:
     """A planning task: list a batch of repositories into one batch file."""
@@ -299,7 +263,7 @@ class _ListBatch:
             with zstandard.ZstdCompressor(level=3).stream_writer(sink, closefd=False) as out:
                 for p in _listed(batch, self.cfg):
                     assert all(isinstance(u, FileRef) and u.s3 is None for u in p.refs), "listings plan files only"
-                    out.write("".join(f"{unit_line(u)}\n" for u in p.refs).encode("ascii"))
+                    out.write("".join(f"{plan.unit_line(u)}\n" for u in p.refs).encode("ascii"))
                     sizes.append(_sizes_of(p.refs))
                     counts.append(len(p.refs))
                     stores.append((p.store, p.main))
@@ -440,21 +404,26 @@ class _DescribeShards:
 
 
 def _describe(pieces: tuple[Piece, ...], documents: int, plan_dir: Path) -> ShardPlan:
-    """The shard's fingerprint over its units' lines, as ``json.dumps`` writes the list."""
-    h = hashlib.sha256(b"[")
+    """The shard's plan fingerprint (``plan.fingerprint_of_lines`` of its units' lines), unit
+    count and first and last unit, one piece's lines at a time."""
     n = 0
     first = last = ""
-    for piece in pieces:
-        lines = _lines(plan_dir, piece) if isinstance(piece, Rows) else [unit_line(u) for u in piece.units]
-        for line in lines:
-            h.update(b", " if n else b"")
-            h.update(line.encode("ascii"))
-            n += 1
-        if lines:
-            first = first or _piece_location(piece, lines, 0)
-            last = _piece_location(piece, lines, len(lines) - 1)
-    h.update(b"]")
-    return ShardPlan(pieces, n, documents, h.hexdigest(), first, last)
+
+    def lines() -> Iterator[str]:
+        nonlocal n, first, last
+        for piece in pieces:
+            if isinstance(piece, Rows):
+                piece_lines = _lines(plan_dir, piece)
+            else:
+                piece_lines = [plan.unit_line(u) for u in piece.units]
+            if piece_lines:
+                first = first or _piece_location(piece, piece_lines, 0)
+                last = _piece_location(piece, piece_lines, len(piece_lines) - 1)
+            n += len(piece_lines)
+            yield from piece_lines
+
+    fingerprint = plan.fingerprint_of_lines(lines())
+    return ShardPlan(pieces, n, documents, fingerprint, first, last)
 
 
 def _piece_location(piece: Piece, lines: list[str], i: int) -> str:
