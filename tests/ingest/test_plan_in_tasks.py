@@ -19,6 +19,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import zstandard
 
 from codecorpus import schema
 from codecorpus.config import IngestConfig, RecipeError, config_hash, load_recipe_data
@@ -242,3 +243,50 @@ def test_plan_files_go_through_an_s3_run_store(corpus: Path, tmp_path: Path, s3_
     finally:
         mirror.deactivate()
         mirror._client.cache_clear()
+
+
+def _rows(shards) -> list[shardplan.Rows]:
+    return [p for s in shards for p in s.pieces if isinstance(p, shardplan.Rows)]
+
+
+@pytest.mark.parametrize(("shard_bytes", "batch"), [(1, 100), (200, 3), (10**12, 100)])
+def test_a_task_decompresses_each_batch_file_once(corpus: Path, tmp_path: Path, monkeypatch, shard_bytes: int,
+                                                   batch: int):
+    """A describing task's shards and an ingest task's pieces come in plan order: each batch
+    file they touch is decompressed once, however many pieces of it they read (a shard per
+    file at ``shard_bytes=1``; a file's rows split by a duplicate's drop and by units planned
+    on the driver in one large shard)."""
+    opened: list[str] = []
+    open_batch = shardplan._open_batch
+    monkeypatch.setattr(shardplan, "_open_batch", lambda d, f: opened.append(f) or open_batch(d, f))
+    cfg = IngestConfig(shard_bytes=shard_bytes, max_file_bytes=2500)
+    tasks = InProcessTasks(tmp_path / "run")
+    new = shardplan.plan_ingest(_sources(corpus), cfg, tasks, inline_listings=0, batch_repositories=batch)
+    groups = [new.shards[i:i + shardplan.SHARDS_PER_TASK] for i in range(0, len(new.shards), shardplan.SHARDS_PER_TASK)]
+    assert len(opened) == sum(len({p.file for p in _rows(g)}) for g in groups)
+    assert len(_rows(new.shards)) > len(opened)  # reading from row 0 per piece would open them more often
+    plan_dir = tasks.run.plan_dir("ingest")
+    for shard, expected in zip(new.shards, plan.plan_shards(_sources(corpus), cfg), strict=True):
+        opened.clear()
+        assert shardplan.load_units(shard.pieces, plan_dir) == expected
+        assert len(opened) == len({p.file for p in _rows([shard])})
+
+
+def test_the_batch_reader_reads_forward_and_rereads_a_range_behind_it(corpus: Path, tmp_path: Path, monkeypatch):
+    tasks = InProcessTasks(tmp_path / "run")
+    new = shardplan.plan_ingest(_sources(corpus), IngestConfig(max_file_bytes=2500), tasks, inline_listings=0,
+                                batch_repositories=100)
+    plan_dir = tasks.run.plan_dir("ingest")
+    file = new.batches[0]
+    with open(schema.plan_batch_file(plan_dir, file, shardplan.UNITS_SUFFIX), "rb") as f:
+        every = zstandard.ZstdDecompressor().stream_reader(f).read().decode("ascii").splitlines()
+    assert len(every) > 6
+    opened: list[str] = []
+    open_batch = shardplan._open_batch
+    monkeypatch.setattr(shardplan, "_open_batch", lambda d, f: opened.append(f) or open_batch(d, f))
+    with shardplan.BatchReader(plan_dir) as reader:
+        forward = [reader.lines(shardplan.Rows(file, a, b)) for a, b in [(0, 2), (2, 2), (4, 5), (5, len(every))]]
+        assert forward == [every[0:2], [], every[4:5], every[5:]] and len(opened) == 1
+        assert reader.lines(shardplan.Rows(file, 1, 3)) == every[1:3] and len(opened) == 2  # behind: read again
+        with pytest.raises(RecipeError, match="ends before row"):
+            reader.lines(shardplan.Rows(file, len(every) - 1, len(every) + 1))
