@@ -209,13 +209,22 @@ def test_the_fingerprint_is_the_sha256_of_json_dumps_of_the_shard(corpus: Path):
     """The bytes every run's plan hash has been made of: ``json.dumps`` of the list of the units'
     fields (S3 settings left out), keys sorted. A unit whose value is not of its field's type
     (a bool size, a None revision) takes ``json.dumps``'s path and spells the same."""
+
     def spelled(shard: list) -> str:
-        fields = [{**{k: v for k, v in vars(u).items() if k != "s3"}, "_unit": type(u).__name__} for u in shard]
+        fields = [
+            {**{k: v for k, v in vars(u).items() if k != "s3"}, "_unit": type(u).__name__}
+            for u in shard
+        ]
         return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()
 
-    units = [u for s in plan.plan_shards(_sources(corpus), IngestConfig(max_file_bytes=2500)) for u in s]
-    odd = [FileRef("s", "r", 'caf\u00e9 "q"\udcff', "/p", True, None, "MIT"),
-           FileRef("s", "r", "p", "", 3, "", "MIT", store="s3", key="p", s3=S3Conn("http://e", "r", "k", "s"))]
+    units = [
+        u for s in plan.plan_shards(_sources(corpus), IngestConfig(max_file_bytes=2500)) for u in s
+    ]
+    conn = S3Conn("http://e", "r", "k", "s")
+    odd = [
+        FileRef("s", "r", 'caf\u00e9 "q"\udcff', "/p", True, None, "MIT"),
+        FileRef("s", "r", "p", "", 3, "", "MIT", store="s3", key="p", s3=conn),
+    ]
     for shard in ([], units, units[:1], odd):
         assert plan.plan_fingerprint(shard) == spelled(shard)
     assert {type(u).__name__ for u in units} == {"FileRef", "ArchiveRef", "RecordRef"}
@@ -250,8 +259,9 @@ def _rows(shards) -> list[shardplan.Rows]:
 
 
 @pytest.mark.parametrize(("shard_bytes", "batch"), [(1, 100), (200, 3), (10**12, 100)])
-def test_a_task_decompresses_each_batch_file_once(corpus: Path, tmp_path: Path, monkeypatch, shard_bytes: int,
-                                                   batch: int):
+def test_a_task_decompresses_each_batch_file_once(
+    corpus: Path, tmp_path: Path, monkeypatch, shard_bytes: int, batch: int
+):
     """A describing task's shards and an ingest task's pieces come in plan order: each batch
     file they touch is decompressed once, however many pieces of it they read (a shard per
     file at ``shard_bytes=1``; a file's rows split by a duplicate's drop and by units planned
@@ -261,10 +271,16 @@ def test_a_task_decompresses_each_batch_file_once(corpus: Path, tmp_path: Path, 
     monkeypatch.setattr(shardplan, "_open_batch", lambda d, f: opened.append(f) or open_batch(d, f))
     cfg = IngestConfig(shard_bytes=shard_bytes, max_file_bytes=2500)
     tasks = InProcessTasks(tmp_path / "run")
-    new = shardplan.plan_ingest(_sources(corpus), cfg, tasks, inline_listings=0, batch_repositories=batch)
-    groups = [new.shards[i:i + shardplan.SHARDS_PER_TASK] for i in range(0, len(new.shards), shardplan.SHARDS_PER_TASK)]
+    new = shardplan.plan_ingest(
+        _sources(corpus), cfg, tasks, inline_listings=0, batch_repositories=batch
+    )
+    groups = [
+        new.shards[i : i + shardplan.SHARDS_PER_TASK]
+        for i in range(0, len(new.shards), shardplan.SHARDS_PER_TASK)
+    ]
     assert len(opened) == sum(len({p.file for p in _rows(g)}) for g in groups)
-    assert len(_rows(new.shards)) > len(opened)  # reading from row 0 per piece would open them more often
+    # reading each piece from row 0 would open the files once per piece: more often
+    assert len(_rows(new.shards)) > len(opened)
     plan_dir = tasks.run.plan_dir("ingest")
     for shard, expected in zip(new.shards, plan.plan_shards(_sources(corpus), cfg), strict=True):
         opened.clear()
@@ -272,10 +288,17 @@ def test_a_task_decompresses_each_batch_file_once(corpus: Path, tmp_path: Path, 
         assert len(opened) == len({p.file for p in _rows([shard])})
 
 
-def test_the_batch_reader_reads_forward_and_rereads_a_range_behind_it(corpus: Path, tmp_path: Path, monkeypatch):
+def test_the_batch_reader_reads_forward_and_rereads_a_range_behind_it(
+    corpus: Path, tmp_path: Path, monkeypatch
+):
     tasks = InProcessTasks(tmp_path / "run")
-    new = shardplan.plan_ingest(_sources(corpus), IngestConfig(max_file_bytes=2500), tasks, inline_listings=0,
-                                batch_repositories=100)
+    new = shardplan.plan_ingest(
+        _sources(corpus),
+        IngestConfig(max_file_bytes=2500),
+        tasks,
+        inline_listings=0,
+        batch_repositories=100,
+    )
     plan_dir = tasks.run.plan_dir("ingest")
     file = new.batches[0]
     with open(schema.plan_batch_file(plan_dir, file, shardplan.UNITS_SUFFIX), "rb") as f:
@@ -285,8 +308,12 @@ def test_the_batch_reader_reads_forward_and_rereads_a_range_behind_it(corpus: Pa
     open_batch = shardplan._open_batch
     monkeypatch.setattr(shardplan, "_open_batch", lambda d, f: opened.append(f) or open_batch(d, f))
     with shardplan.BatchReader(plan_dir) as reader:
-        forward = [reader.lines(shardplan.Rows(file, a, b)) for a, b in [(0, 2), (2, 2), (4, 5), (5, len(every))]]
+        forward = [
+            reader.lines(shardplan.Rows(file, a, b))
+            for a, b in [(0, 2), (2, 2), (4, 5), (5, len(every))]
+        ]
         assert forward == [every[0:2], [], every[4:5], every[5:]] and len(opened) == 1
-        assert reader.lines(shardplan.Rows(file, 1, 3)) == every[1:3] and len(opened) == 2  # behind: read again
+        behind = reader.lines(shardplan.Rows(file, 1, 3))  # read again from row 0
+        assert behind == every[1:3] and len(opened) == 2
         with pytest.raises(RecipeError, match="ends before row"):
             reader.lines(shardplan.Rows(file, len(every) - 1, len(every) + 1))
