@@ -11,6 +11,7 @@ The pipeline run on Ray must write the same bytes with planning in tasks as inli
 
 from __future__ import annotations
 
+import hashlib
 import json
 import pickle
 import shutil
@@ -18,11 +19,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import zstandard
 
 from codecorpus import schema
 from codecorpus.config import IngestConfig, RecipeError, config_hash, load_recipe_data
 from codecorpus.ingest import plan, shardplan
-from codecorpus.ingest.refs import FileRef
+from codecorpus.ingest.refs import FileRef, S3Conn
 from codecorpus.runtime.executor import Executor
 from codecorpus.storage import mirror
 from conftest import (
@@ -200,7 +202,32 @@ def test_pipeline_writes_the_same_bytes_with_planning_in_tasks(tmp_path: Path, r
 def test_a_file_line_is_json_dumps_text():
     odd = FileRef("s", "o/r", 'dir/caf\u00e9 "q"\n\udcff.py', "/x/\u4e2d.py", 12, "", "MIT", None, detail="d\\e")
     for ref in (odd, FileRef("s", "r", "p", "/p", 0, "abc", "unknown", "too_large", store="git", key="k")):
-        assert shardplan.unit_line(ref) == json.dumps(plan._fingerprint_fields(ref), sort_keys=True, default=str)
+        assert plan.unit_line(ref) == json.dumps(plan._fingerprint_fields(ref), sort_keys=True, default=str)
+
+
+def test_the_fingerprint_is_the_sha256_of_json_dumps_of_the_shard(corpus: Path):
+    """The bytes every run's plan hash has been made of: ``json.dumps`` of the list of the units'
+    fields (S3 settings left out), keys sorted. A unit whose value is not of its field's type
+    (a bool size, a None revision) takes ``json.dumps``'s path and spells the same."""
+
+    def spelled(shard: list) -> str:
+        fields = [
+            {**{k: v for k, v in vars(u).items() if k != "s3"}, "_unit": type(u).__name__}
+            for u in shard
+        ]
+        return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()
+
+    units = [
+        u for s in plan.plan_shards(_sources(corpus), IngestConfig(max_file_bytes=2500)) for u in s
+    ]
+    conn = S3Conn("http://e", "r", "k", "s")
+    odd = [
+        FileRef("s", "r", 'caf\u00e9 "q"\udcff', "/p", True, None, "MIT"),
+        FileRef("s", "r", "p", "", 3, "", "MIT", store="s3", key="p", s3=conn),
+    ]
+    for shard in ([], units, units[:1], odd):
+        assert plan.plan_fingerprint(shard) == spelled(shard)
+    assert {type(u).__name__ for u in units} == {"FileRef", "ArchiveRef", "RecordRef"}
 
 
 def test_plan_files_go_through_an_s3_run_store(corpus: Path, tmp_path: Path, s3_server, monkeypatch):
@@ -225,3 +252,68 @@ def test_plan_files_go_through_an_s3_run_store(corpus: Path, tmp_path: Path, s3_
     finally:
         mirror.deactivate()
         mirror._client.cache_clear()
+
+
+def _rows(shards) -> list[shardplan.Rows]:
+    return [p for s in shards for p in s.pieces if isinstance(p, shardplan.Rows)]
+
+
+@pytest.mark.parametrize(("shard_bytes", "batch"), [(1, 100), (200, 3), (10**12, 100)])
+def test_a_task_decompresses_each_batch_file_once(
+    corpus: Path, tmp_path: Path, monkeypatch, shard_bytes: int, batch: int
+):
+    """A describing task's shards and an ingest task's pieces come in plan order: each batch
+    file they touch is decompressed once, however many pieces of it they read (a shard per
+    file at ``shard_bytes=1``; a file's rows split by a duplicate's drop and by units planned
+    on the driver in one large shard)."""
+    opened: list[str] = []
+    open_batch = shardplan._open_batch
+    monkeypatch.setattr(shardplan, "_open_batch", lambda d, f: opened.append(f) or open_batch(d, f))
+    cfg = IngestConfig(shard_bytes=shard_bytes, max_file_bytes=2500)
+    tasks = InProcessTasks(tmp_path / "run")
+    new = shardplan.plan_ingest(
+        _sources(corpus), cfg, tasks, inline_listings=0, batch_repositories=batch
+    )
+    groups = [
+        new.shards[i : i + shardplan.SHARDS_PER_TASK]
+        for i in range(0, len(new.shards), shardplan.SHARDS_PER_TASK)
+    ]
+    assert len(opened) == sum(len({p.file for p in _rows(g)}) for g in groups)
+    # reading each piece from row 0 would open the files once per piece: more often
+    assert len(_rows(new.shards)) > len(opened)
+    plan_dir = tasks.run.plan_dir("ingest")
+    for shard, expected in zip(new.shards, plan.plan_shards(_sources(corpus), cfg), strict=True):
+        opened.clear()
+        assert shardplan.load_units(shard.pieces, plan_dir) == expected
+        assert len(opened) == len({p.file for p in _rows([shard])})
+
+
+def test_the_batch_reader_reads_forward_and_rereads_a_range_behind_it(
+    corpus: Path, tmp_path: Path, monkeypatch
+):
+    tasks = InProcessTasks(tmp_path / "run")
+    new = shardplan.plan_ingest(
+        _sources(corpus),
+        IngestConfig(max_file_bytes=2500),
+        tasks,
+        inline_listings=0,
+        batch_repositories=100,
+    )
+    plan_dir = tasks.run.plan_dir("ingest")
+    file = new.batches[0]
+    with open(schema.plan_batch_file(plan_dir, file, shardplan.UNITS_SUFFIX), "rb") as f:
+        every = zstandard.ZstdDecompressor().stream_reader(f).read().decode("ascii").splitlines()
+    assert len(every) > 6
+    opened: list[str] = []
+    open_batch = shardplan._open_batch
+    monkeypatch.setattr(shardplan, "_open_batch", lambda d, f: opened.append(f) or open_batch(d, f))
+    with shardplan.BatchReader(plan_dir) as reader:
+        forward = [
+            reader.lines(shardplan.Rows(file, a, b))
+            for a, b in [(0, 2), (2, 2), (4, 5), (5, len(every))]
+        ]
+        assert forward == [every[0:2], [], every[4:5], every[5:]] and len(opened) == 1
+        behind = reader.lines(shardplan.Rows(file, 1, 3))  # read again from row 0
+        assert behind == every[1:3] and len(opened) == 2
+        with pytest.raises(RecipeError, match="ends before row"):
+            reader.lines(shardplan.Rows(file, len(every) - 1, len(every) + 1))

@@ -18,10 +18,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import operator
 import os
 import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii as _json_string
 from pathlib import Path
 
 from codecorpus.config import (
@@ -92,17 +94,75 @@ def counted_bytes(unit: Unit) -> int:
 def plan_fingerprint(shard: list[Unit]) -> str:
     """Hash of a shard's plan (paths and sizes): a changed input tree invalidates its marker.
 
-    S3 connection settings (and their secrets) are left out: where the bytes come
-    from is not what they are.
+    It is :func:`fingerprint_of_lines` over the units' :func:`unit_line` texts: the sha256
+    of ``json.dumps`` of the list of the units' fields, keys sorted. S3 connection settings
+    (and their secrets) are left out: where the bytes come from is not what they are.
     """
-    payload = json.dumps([_fingerprint_fields(r) for r in shard], sort_keys=True, default=str).encode()
-    return hashlib.sha256(payload).hexdigest()
+    return fingerprint_of_lines(unit_line(u) for u in shard)
+
+
+def fingerprint_of_lines(lines: Iterable[str]) -> str:
+    """The plan fingerprint of a shard given as its units' :func:`unit_line` texts, in order.
+
+    The lines are hashed as ``json.dumps`` joins a list (``[``, ``, ``, ``]``), one at a
+    time, so a planner that streams a shard's lines from batch files never holds them all.
+
+    >>> want = hashlib.sha256(b'[{"a": 1}, {"b": 2}]').hexdigest()
+    >>> fingerprint_of_lines(['{"a": 1}', '{"b": 2}']) == want
+    True
+    """
+    h = hashlib.sha256(b"[")
+    separator = b""
+    for line in lines:
+        h.update(separator)
+        h.update(line.encode("ascii"))
+        separator = b", "
+    h.update(b"]")
+    return h.hexdigest()
+
+
+def unit_line(unit: Unit) -> str:
+    """A unit's text in the plan fingerprint: ``json.dumps`` of its fields, keys sorted (ASCII).
+
+    A file's line is built field by field from :data:`_FILE_TEMPLATE`: the same text, a few
+    times sooner (planning writes one per file); a value not of its field's declared type
+    leaves it to ``json.dumps``.
+    """
+    line = _file_line(unit) if type(unit) is FileRef and unit.s3 is None else None
+    if line is None:
+        line = json.dumps(_fingerprint_fields(unit), sort_keys=True, default=str)
+    return line
 
 
 def _fingerprint_fields(unit: Unit) -> dict:
     fields = {f.name: getattr(unit, f.name) for f in dataclasses.fields(unit) if f.name != "s3"}
     fields["_unit"] = type(unit).__name__
     return fields
+
+
+def _json_int(value: object) -> str:
+    if type(value) is not int:  # a bool is an int to Python, not to JSON
+        raise TypeError(type(value).__name__)
+    return int.__repr__(value)
+
+
+def _json_optional_string(value: str | None) -> str:
+    return "null" if value is None else _json_string(value)
+
+
+_ENCODERS = {"str": _json_string, "int": _json_int, "str | None": _json_optional_string}
+"""JSON text of a FileRef field by its declared type (each raises TypeError on another type)."""
+_FILE_FIELDS = sorted([(f.name, f.type) for f in dataclasses.fields(FileRef) if f.name != "s3"] + [("_unit", "")])
+_FILE_VALUES = operator.attrgetter(*(k for k, _ in _FILE_FIELDS if k != "_unit"))
+_FILE_ENCODERS = tuple(_ENCODERS[t] for k, t in _FILE_FIELDS if k != "_unit")
+_FILE_TEMPLATE = "{" + ", ".join('"_unit": "FileRef"' if k == "_unit" else f'"{k}": %s' for k, _ in _FILE_FIELDS) + "}"
+
+
+def _file_line(unit: FileRef) -> str | None:
+    try:
+        return _FILE_TEMPLATE % tuple(map(operator.call, _FILE_ENCODERS, _FILE_VALUES(unit)))
+    except TypeError:  # a value not of its field's type: json.dumps decides
+        return None
 
 
 def cut_into_shards(refs: list[FileRef], shard_bytes: int) -> list[list[FileRef]]:

@@ -6,17 +6,16 @@ shards and the same plan hash without that:
 
 1. **list** (tasks): each planning task lists a batch of repositories
    (:data:`plan.Listing`) and writes their units to one batch file under
-   ``RUN/_plan/ingest/`` (zstd JSON lines, one unit per line, exactly as the plan
-   fingerprint spells it) beside a sizes file (two int64 per unit: the bytes the cut
-   counts, the document bytes). It returns one unit count (and git object store)
-   per repository.
+   ``RUN/_plan/ingest/`` (zstd JSON lines, one ``plan.unit_line`` per unit) beside a
+   sizes file (two int64 per unit: the bytes the cut counts, the document bytes). It
+   returns one unit count (and git object store) per repository.
 2. **cut** (driver): the greedy cut of ``plan.cut_into_shards``, streamed over
    the sizes files one batch at a time. A shard is a few pieces: row ranges of
    batch files, and units planned on the driver (archives, record slices, S3
    objects, a repository dropped as a duplicate), which are compact already.
-3. **describe** (tasks): each shard's fingerprint is the sha256 of its units' lines
-   joined as ``json.dumps`` joins a list, so it equals ``plan.plan_fingerprint``
-   of the same units; its document bytes come from the sizes files.
+3. **describe** (tasks): each shard's fingerprint is ``plan.fingerprint_of_lines`` of
+   its units' lines, which is how ``plan.plan_fingerprint`` hashes the same units; its
+   document bytes come from the sizes files.
 
 The ingest task loads its own shard's units from the batch files
 (:func:`load_units`). The driver holds per repository one count, per shard its
@@ -31,7 +30,6 @@ never read for a new one; the folder is rewritten by every planning run.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import io
@@ -39,13 +37,11 @@ import itertools
 import json
 import logging
 import math
-import operator
 import os
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from json.encoder import encode_basestring_ascii as _json_string
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -174,11 +170,12 @@ def plan_ingest(sources: Sequence[Source], cfg: IngestConfig, tasks: PlanTasks |
 def load_units(pieces: Sequence[Piece], plan_dir: Path | str) -> list[Unit]:
     """A shard's units, in plan order (what ``plan.plan_shards`` holds for it)."""
     units: list[Unit] = []
-    for piece in pieces:
-        if isinstance(piece, Units):
-            units.extend(piece.units)
-        else:
-            units.extend(_file_ref(line) for line in _lines(Path(plan_dir), piece))
+    with BatchReader(Path(plan_dir)) as batches:
+        for piece in pieces:
+            if isinstance(piece, Units):
+                units.extend(piece.units)
+            else:
+                units.extend(_file_ref(line) for line in batches.lines(piece))
     return units
 
 
@@ -248,38 +245,6 @@ def _location(unit: Unit) -> str:
 # --- phase 1: list batches of repositories (tasks) --------------------------------
 
 
-def unit_line(unit: Unit) -> str:
-    """A unit as ``plan.plan_fingerprint`` spells it inside its JSON list (``json.dumps`` with
-    sorted keys); a file's line is built field by field: the same text, a few times sooner."""
-    line = _file_line(unit) if type(unit) is FileRef and unit.s3 is None else None
-    return line if line is not None else json.dumps(plan._fingerprint_fields(unit), sort_keys=True, default=str)
-
-
-def _json_int(value: object) -> str:
-    if type(value) is not int:  # a bool is an int to Python, not to JSON
-        raise TypeError(type(value).__name__)
-    return int.__repr__(value)
-
-
-def _json_optional_string(value: str | None) -> str:
-    return "null" if value is None else _json_string(value)
-
-
-_ENCODERS = {"str": _json_string, "int": _json_int, "str | None": _json_optional_string}
-"""JSON text of a FileRef field by its declared type (each raises TypeError on another type)."""
-_FILE_FIELDS = sorted([(f.name, f.type) for f in dataclasses.fields(FileRef) if f.name != "s3"] + [("_unit", "")])
-_FILE_VALUES = operator.attrgetter(*(k for k, _ in _FILE_FIELDS if k != "_unit"))
-_FILE_ENCODERS = tuple(_ENCODERS[t] for k, t in _FILE_FIELDS if k != "_unit")
-_FILE_TEMPLATE = "{" + ", ".join('"_unit": "FileRef"' if k == "_unit" else f'"{k}": %s' for k, _ in _FILE_FIELDS) + "}"
-
-
-def _file_line(unit: FileRef) -> str | None:
-    try:
-        return _FILE_TEMPLATE % tuple(map(operator.call, _FILE_ENCODERS, _FILE_VALUES(unit)))
-    except TypeError:  # a value not of its field's type: json.dumps decides
-        return None
-
-
 @dataclass(frozen=True)
 class _ListBatch:
     """A planning task: list a batch of repositories into one batch file."""
@@ -299,7 +264,7 @@ class _ListBatch:
             with zstandard.ZstdCompressor(level=3).stream_writer(sink, closefd=False) as out:
                 for p in _listed(batch, self.cfg):
                     assert all(isinstance(u, FileRef) and u.s3 is None for u in p.refs), "listings plan files only"
-                    out.write("".join(f"{unit_line(u)}\n" for u in p.refs).encode("ascii"))
+                    out.write("".join(f"{plan.unit_line(u)}\n" for u in p.refs).encode("ascii"))
                     sizes.append(_sizes_of(p.refs))
                     counts.append(len(p.refs))
                     stores.append((p.store, p.main))
@@ -436,40 +401,94 @@ class _DescribeShards:
     plan_dir: Path
 
     def __call__(self, group: list[tuple[tuple[Piece, ...], int]]) -> list[ShardPlan]:
-        return [_describe(pieces, documents, self.plan_dir) for pieces, documents in group]
+        """The group's shards are consecutive in plan order: one reader reads each of their
+        batch files once."""
+        with BatchReader(self.plan_dir) as batches:
+            return [_describe(pieces, documents, batches) for pieces, documents in group]
 
 
-def _describe(pieces: tuple[Piece, ...], documents: int, plan_dir: Path) -> ShardPlan:
-    """The shard's fingerprint over its units' lines, as ``json.dumps`` writes the list."""
-    h = hashlib.sha256(b"[")
+def _describe(pieces: tuple[Piece, ...], documents: int, batches: BatchReader) -> ShardPlan:
+    """The shard's plan fingerprint (``plan.fingerprint_of_lines`` of its units' lines), unit
+    count and first and last unit, one piece's lines at a time."""
     n = 0
     first = last = ""
-    for piece in pieces:
-        lines = _lines(plan_dir, piece) if isinstance(piece, Rows) else [unit_line(u) for u in piece.units]
-        for line in lines:
-            h.update(b", " if n else b"")
-            h.update(line.encode("ascii"))
-            n += 1
-        if lines:
-            first = first or _piece_location(piece, lines, 0)
-            last = _piece_location(piece, lines, len(lines) - 1)
-    h.update(b"]")
-    return ShardPlan(pieces, n, documents, h.hexdigest(), first, last)
+
+    def lines() -> Iterator[str]:
+        nonlocal n, first, last
+        for piece in pieces:
+            if isinstance(piece, Rows):
+                piece_lines = batches.lines(piece)
+            else:
+                piece_lines = [plan.unit_line(u) for u in piece.units]
+            if piece_lines:
+                first = first or _piece_location(piece, piece_lines, 0)
+                last = _piece_location(piece, piece_lines, len(piece_lines) - 1)
+            n += len(piece_lines)
+            yield from piece_lines
+
+    fingerprint = plan.fingerprint_of_lines(lines())
+    return ShardPlan(pieces, n, documents, fingerprint, first, last)
 
 
 def _piece_location(piece: Piece, lines: list[str], i: int) -> str:
     return _location(_file_ref(lines[i]) if isinstance(piece, Rows) else piece.units[i])
 
 
-def _lines(plan_dir: Path, rows: Rows) -> list[str]:
-    """Lines ``start:stop`` of a batch file, decompressed as a stream (only they are kept)."""
-    path = mirror.ensure_local(schema.plan_batch_file(plan_dir, rows.file, UNITS_SUFFIX))
+class BatchReader:
+    """Lines of the plan's batch files, read forward: each file decompressed once.
+
+    A shard's pieces, and the shards of a describing task one after another, ask for the
+    rows of each batch file in increasing order, one file after another (plan order; a
+    duplicate's drop or units planned on the driver leave gaps, which are skipped). The
+    reader keeps the file it read last open at the row it stopped at, so N pieces of one
+    file cost one decompression of it, not N reads of its prefix. A range that starts
+    before that row (not plan order) reopens its file and reads it again from row 0: the
+    same lines, at the cost this reader avoids.
+    """
+
+    def __init__(self, plan_dir: Path) -> None:
+        self.plan_dir = plan_dir
+        self._file = ""
+        self._row = 0
+        self._text: io.TextIOBase | None = None
+
+    def __enter__(self) -> BatchReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._text is not None:
+            self._text.close()
+        self._file, self._row, self._text = "", 0, None
+
+    def lines(self, rows: Rows) -> list[str]:
+        """Lines ``start:stop`` of a batch file (only they are kept)."""
+        if self._text is None or rows.file != self._file or rows.start < self._row:
+            if rows.file == self._file:
+                log.debug("rows %d:%d of %s asked for after row %d: reading it again from row 0",
+                          rows.start, rows.stop, rows.file, self._row)
+            self.close()
+            self._text, self._file = _open_batch(self.plan_dir, rows.file), rows.file
+        skipped = sum(1 for _ in itertools.islice(self._text, rows.start - self._row))
+        lines = [line.rstrip("\n") for line in itertools.islice(self._text, rows.stop - rows.start)]
+        if skipped + len(lines) < rows.stop - self._row:
+            path = schema.plan_batch_file(self.plan_dir, rows.file, UNITS_SUFFIX)
+            raise RecipeError(f"plan file {path} ends before row {rows.stop}: it is not the file "
+                              "this plan wrote; rerun the command")
+        self._row = rows.stop
+        return lines
+
+
+def _open_batch(plan_dir: Path, file: str) -> io.TextIOBase:
+    """A batch file's lines from its first, decompressed as a stream."""
+    path = mirror.ensure_local(schema.plan_batch_file(plan_dir, file, UNITS_SUFFIX))
     try:
-        raw = open(path, "rb")  # noqa: SIM115 - closed by the with below
+        raw = open(path, "rb")  # noqa: SIM115 - closed with the text stream (closefd)
     except FileNotFoundError:
         raise RecipeError(f"plan file {path} is missing: a newer run replaced the plan; rerun the command") from None
-    with raw, io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(raw), encoding="ascii") as text:
-        return [line.rstrip("\n") for line in itertools.islice(text, rows.start, rows.stop)]
+    return io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(raw, closefd=True), encoding="ascii")
 
 
 def _file_ref(line: str) -> FileRef:
