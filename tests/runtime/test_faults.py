@@ -81,17 +81,10 @@ def test_sigkill_at_every_point_then_resume_gives_identical_bytes(setup):
     assert manifest["totals"]["documents"] == 7  # no document lost or repeated
 
 
-def test_crashed_worker_is_retried(setup):
-    tmp, recipe, reference = setup
-    run_dir = tmp / "crash"
-    done = _run(recipe, run_dir, "crash-once@task:langid:part-00002", fault_dir=tmp)
-    assert done.returncode == 0, done.stderr
-    assert (tmp / "crashed-task_langid_part-00002").exists()
-    a, b = run_outputs(reference), run_outputs(run_dir)
-    assert [k for k in a if a[k] != b.get(k)] == []
-
-
-def test_poison_shard_fails_with_shard_input_and_error_then_resumes(setup):
+def test_poison_shard_fails_with_shard_input_and_error_then_a_resume_survives_a_crashed_worker(setup):
+    """A poison shard stops the run with its input and error; the resume skips the completed
+    shards, and its worker dies on that same task the first time: Ray retries it, and the
+    run ends with the reference bytes."""
     tmp, recipe, reference = setup
     run_dir = tmp / "poison"
     failed = _run(recipe, run_dir, "raise@task:filters:part-00003")
@@ -101,6 +94,9 @@ def test_poison_shard_fails_with_shard_input_and_error_then_resumes(setup):
     assert str(schema.RunPaths(run_dir).part("langid", 3)) in message
     assert "InjectedFault" in message
     assert schema.RunPaths(run_dir).done("langid", "part-00003").exists()  # completed work kept
-    assert _run(recipe, run_dir).returncode == 0
+    resumed = _run(recipe, run_dir, "crash-once@task:filters:part-00003", fault_dir=tmp)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resumed:" in resumed.stderr and "langid 4/4" in resumed.stderr
+    assert (tmp / "crashed-task_filters_part-00003").exists()  # the worker did die, and the retry ran
     a, b = run_outputs(reference), run_outputs(run_dir)
     assert [k for k in a if a[k] != b.get(k)] == []
