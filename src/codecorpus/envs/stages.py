@@ -327,10 +327,17 @@ def discover_jobs(run: StageRun) -> list[Job]:
 
 
 def verify_config(cfg: EnvVerifyConfig, run_root: Path) -> verify.VerifyConfig:
-    """The sandbox settings of ``verify``: the cache defaults to RUN/env_cache."""
-    return verify.VerifyConfig(sandbox=cfg.sandbox, install_limits=cfg.install_limits,
-                               cache_dir=cfg.cache_dir or str(run_root / "env_cache"), runs=cfg.runs,
-                               max_installs=cfg.max_installs, max_tests=cfg.max_tests)
+    """The sandbox settings of ``verify``: the cache defaults to RUN/env_cache, in this node's
+    mirror of an S3 run (installed environments are a node's own, never published)."""
+    cache_dir = cfg.cache_dir or str(store.node_path(run_root) / "env_cache")
+    return verify.VerifyConfig(
+        sandbox=cfg.sandbox,
+        install_limits=cfg.install_limits,
+        cache_dir=cache_dir,
+        runs=cfg.runs,
+        max_installs=cfg.max_installs,
+        max_tests=cfg.max_tests,
+    )
 
 
 def _failures(env: verify.Verification) -> list[dict[str, Any]]:
@@ -539,9 +546,10 @@ def _validate_repo(ref: RepoRef, own: list[dict], envs: list[dict], cfg: TaskVal
 
 
 def validate_task_job(ctx: tasks.TaskContext, shard: int, in_stage: str, ref: RepoRef, names: list[str],
-                      cfg: TaskValidateConfig, vcfg: verify.VerifyConfig) -> dict:
+                      cfg: TaskValidateConfig, verify_cfg: EnvVerifyConfig) -> dict:
     """One repository's task candidates -> validated tasks and drops."""
     t0 = time.perf_counter()
+    vcfg = verify_config(verify_cfg, ctx.run.root)
     envs = tasks.read_parquet(ctx.run.part(in_stage, shard)).to_pylist()
     candidates, _ = _read_tasks(cfg.tasks)
     own = [t for t in candidates if owner_of(t["repo"], names) == ref.name]
@@ -588,10 +596,10 @@ def write_task_outputs(ctx: tasks.TaskContext, n_shards: int, root: str) -> dict
 
 def validate_phases(run: StageRun) -> list[dict[str, Any]]:
     """One task per repository, one for candidates of no repository, then the outputs."""
-    cfg, vcfg = run.cfg, verify_config(run.recipe.stages.env_verify, run.run.root)
+    cfg, verify_cfg = run.cfg, run.recipe.stages.env_verify
     refs: list[RepoRef] = list(run.shards)
     names = [r.name for r in refs]
-    jobs = [Job(schema.shard_name(i), validate_task_job, (run.task, i, run.upstream, ref, names, cfg, vcfg),
+    jobs = [Job(schema.shard_name(i), validate_task_job, (run.task, i, run.upstream, ref, names, cfg, verify_cfg),
                 (str(run.run.part(run.upstream, i)), cfg.tasks or ""))
             for i, ref in enumerate(refs)]
     jobs.append(Job(schema.shard_name(len(refs)), unmatched_job,
