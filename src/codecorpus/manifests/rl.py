@@ -65,7 +65,7 @@ def write_manifest(root: Path, manifest: dict[str, Any]) -> None:
 def _env_problems(root: Path, m: dict[str, Any]) -> list[str]:
     problems = []
     for e in m.get("environments", []):
-        path = root / e["path"]
+        path = store.ensure_local(root / e["path"])  # an S3 run: fetched, as the manifest names it
         if not path.is_file():
             problems.append(f"environments: {e['path']} is missing")
             continue
@@ -82,7 +82,7 @@ def _env_problems(root: Path, m: dict[str, Any]) -> list[str]:
 
 def _task_problems(root: Path, m: dict[str, Any]) -> list[str]:
     t = m.get("tasks") or {}
-    path = root / t.get("path", "")
+    path = store.ensure_local(root / t.get("path", ""))
     if not path.is_file():
         return [f"tasks: {t.get('path')} is missing"]
     problems = []
