@@ -334,6 +334,11 @@ class RunPaths:
     def work_part(self, stage: str, phase: str, partition: int, shard: int) -> Path:
         return self.work_dir(stage, phase) / f"p{partition:05d}" / f"{shard_name(shard)}.parquet"
 
+    def snapshot(self, stage: str, name: str) -> Path:
+        """A plain folder committed into a one-commit git repository (``envs/stages.py``): a
+        node-local git directory; what the run publishes is its ``snapshot_bundle``."""
+        return self.stage_dir(stage) / "repos" / name
+
     def set_dir(self, set_name: str) -> Path:
         return self.root / "shards" / set_name
 
@@ -354,6 +359,15 @@ PLAN_SIZES_DTYPE = "<i8"
 def plan_batch_file(plan_dir: Path | str, batch: str, suffix: str) -> Path:
     """A batch's units or sizes file in a stage's plan folder (``RunPaths.plan_dir``)."""
     return Path(plan_dir) / f"{batch}{suffix}"
+
+
+SNAPSHOT_BUNDLE_SUFFIX = ".bundle"
+"""A snapshot repository as one file (``git bundle``), beside the repository's folder."""
+
+
+def snapshot_bundle(snapshot: Path | str) -> Path:
+    """The bundle file of a snapshot repository (``RunPaths.snapshot``)."""
+    return Path(snapshot).with_name(Path(snapshot).name + SNAPSHOT_BUNDLE_SUFFIX)
 
 
 def _node_run_paths(root: str) -> RunPaths:

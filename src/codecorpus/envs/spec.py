@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 
 from codecorpus.envs import sandbox as sb
 from codecorpus.envs.verify import Verification
 from codecorpus.model import config_hash
+from codecorpus.storage.atomic import atomic_write_bytes
 
 SCHEMA_PATH = Path(__file__).with_name("env_spec.schema.json")
 MEASURED = ("durations", "tests")
@@ -106,17 +105,10 @@ def spec_name(repo: str, dependency_hash: str) -> str:
 
 
 def write_spec(spec: dict, out_dir: Path) -> Path:
-    """Write a spec atomically (temporary name, fsync, rename) under ``out_dir``."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / spec_name(spec["repo"], spec["dependency_hash"])
-    data = json.dumps(spec, indent=2, sort_keys=True).encode() + b"\n"
-    fd, tmp = tempfile.mkstemp(prefix=".spec-", dir=out_dir)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    """Write a spec atomically under ``out_dir`` (``atomic_write_bytes``: in an S3 run, into
+    this node's mirror and published to the bucket, where the RL manifest lists it)."""
+    path = Path(out_dir) / spec_name(spec["repo"], spec["dependency_hash"])
+    atomic_write_bytes(path, json.dumps(spec, indent=2, sort_keys=True).encode() + b"\n")
     return path
 
 

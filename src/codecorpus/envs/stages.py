@@ -4,9 +4,11 @@
 
 - ``env_discover``: one task per repository of the recipe's ``git`` or ``local`` sources (a
   plain folder is first committed into a snapshot repository in the run directory, with
-  fixed author and dates, so the same files give the same commit). Its commits are grouped
-  by dependency-file hash (``discover.group_commits``); each group, newest first, is one row
-  with the ranked candidates read from its newest commit, each with file and line.
+  fixed author and dates, so the same files give the same commit; the run publishes it as
+  one ``git bundle`` file, from which a task on another node clones it: ``repository_of``).
+  Its commits are grouped by dependency-file hash (``discover.group_commits``); each group,
+  newest first, is one row with the ranked candidates read from its newest commit, each
+  with file and line.
 - ``env_verify``: per row, the candidates run in the sandbox (``verify.verify_environment``
   in a fresh tree); a verified version writes ``envs/<repo>@<hash>.json`` (checked against
   the shipped schema) and a Dockerfile beside it, a failed one is a drop with its reason.
@@ -53,6 +55,7 @@ from codecorpus.pipeline import tasks
 from codecorpus.pipeline.spec import Job, StageRun, StageSpec
 from codecorpus.pipeline.user import source_digest
 from codecorpus.stage import MapResult
+from codecorpus.storage import mirror as store
 from codecorpus.storage.atomic import atomic_write_bytes, file_digests
 
 UNREADABLE_REPOSITORY = "unreadable_repository"
@@ -61,6 +64,8 @@ UNKNOWN_REPOSITORY = "unknown_repository"
 BAD_TASK_RECORD = "bad_task_record"
 BASE_COMMIT_MISSING = "base_commit_missing"
 SNAPSHOT_DATE = "1980-01-01T00:00:00Z"
+SNAPSHOT_MARKER = "codecorpus-snapshot"
+"""In a snapshot's ``.git``: the repository is complete (written last, before the rename)."""
 ENVS_DIR, TRACES_DIR, VERIFIED_DIR = "envs", "traces/env_verify", "verified"
 VERIFIED_TASKS = f"{VERIFIED_DIR}/tasks.jsonl"
 _GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "GIT_AUTHOR_NAME": "codecorpus",
@@ -161,10 +166,14 @@ def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
     return verify.run_git(repo, *args, env=_GIT_ENV)
 
 
+def _is_snapshot(path: Path) -> bool:
+    return (path / ".git" / SNAPSHOT_MARKER).is_file()
+
+
 def snapshot(folder: Path, dest: Path) -> Path:
     """A one-commit git repository of a plain folder's files (fixed author and dates: the same
     files give the same commit id), made once under ``dest``."""
-    if (dest / ".git" / "codecorpus-snapshot").is_file():
+    if _is_snapshot(dest):
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
@@ -174,10 +183,56 @@ def snapshot(folder: Path, dest: Path) -> Path:
         if proc.returncode != 0:
             shutil.rmtree(tmp, ignore_errors=True)
             raise ValueError(f"git {args[0]} in a snapshot of {folder}: {proc.stderr.decode()[:300]}")
-    (tmp / ".git" / "codecorpus-snapshot").write_text(str(folder))
+    (tmp / ".git" / SNAPSHOT_MARKER).write_text(str(folder))
     shutil.rmtree(dest, ignore_errors=True)
     os.rename(tmp, dest)
     return dest
+
+
+def publish_snapshot(folder: Path, dest: Path) -> Path:
+    """``snapshot(folder, dest)``, and the repository written beside it as one ``git bundle``
+    file (``schema.snapshot_bundle``), the run file a task on another node clones it from."""
+    snapshot(folder, dest)
+    with tempfile.TemporaryDirectory(prefix="bundle-") as tmp:
+        bundle = Path(tmp) / "snapshot.bundle"
+        proc = _git(dest, "bundle", "create", str(bundle), "--all")
+        if proc.returncode != 0:
+            raise ValueError(
+                f"git bundle of the snapshot of {folder}: {proc.stderr.decode()[:300]}"
+            )
+        atomic_write_bytes(schema.snapshot_bundle(dest), bundle.read_bytes())
+    return dest
+
+
+def repository_of(row: dict[str, Any]) -> Path:
+    """The git directory a version row names, on this node.
+
+    A source repository is an input and is used where it is. A snapshot is a run file: when
+    this node's mirror of an S3 run lacks it (another node discovered the repository), it is
+    cloned from its published bundle, without a checkout (``git archive`` reads the objects).
+    Nothing outside the run's mirror is ever replaced.
+    """
+    path = store.node_path(row["git_dir"])
+    run = store.active()
+    if run is None or run.key(path) is None or _is_snapshot(path):
+        return path  # a local run's snapshot, an input repository, or one this node holds
+    bundle = store.ensure_local(schema.snapshot_bundle(path))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    proc = _git(path.parent, "clone", "-q", "--no-checkout", str(bundle), str(tmp))
+    if proc.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ValueError(f"git clone of the snapshot bundle {bundle}: {proc.stderr.decode()[:300]}")
+    (tmp / ".git" / SNAPSHOT_MARKER).write_text(str(bundle))
+    if path.exists() and not _is_snapshot(path):
+        shutil.rmtree(path, ignore_errors=True)  # left by a clone that crashed before its marker
+    try:
+        os.rename(tmp, path)
+    except OSError:  # another task on this node cloned it first
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not _is_snapshot(path):
+            raise
+    return path
 
 
 def _safe(name: str) -> str:
@@ -218,7 +273,7 @@ def _versions(ref: RepoRef, gitdir: Path, cfg: EnvDiscoverConfig) -> tuple[list[
     for i, (dep_hash, commits) in enumerate(groups.items()):
         row = {schema.ID: f"{ref.name}@{dep_hash[:12]}", schema.SOURCE: ref.source, schema.REPO: ref.name,
                schema.PATH: commits[0], schema.LANG: schema.UNKNOWN, schema.BYTES: 0,
-               "git_dir": str(gitdir), "revision": commits[0], "commits": commits,
+               "git_dir": str(store.origin_path(gitdir)), "revision": commits[0], "commits": commits,
                "dependency_hash": dep_hash, "dependency_files": [], "candidates": ""}
         if i >= cfg.max_versions:
             over.append(row)
@@ -245,7 +300,7 @@ def discover_task(ctx: tasks.TaskContext, shard: int, ref: RepoRef, cfg: EnvDisc
             raise ValueError(ref.problem)
         gitdir = Path(ref.location)
         if ref.kind == "folder":
-            gitdir = snapshot(gitdir, ctx.run.stage_dir(ctx.stage) / "repos" / _safe(ref.name))
+            gitdir = publish_snapshot(gitdir, ctx.run.snapshot(ctx.stage, _safe(ref.name)))
         kept, over = _versions(ref, gitdir, cfg)
     except (OSError, ValueError, subprocess.SubprocessError) as err:
         bad = [(problem_row, str(err)[:500])]
@@ -272,10 +327,17 @@ def discover_jobs(run: StageRun) -> list[Job]:
 
 
 def verify_config(cfg: EnvVerifyConfig, run_root: Path) -> verify.VerifyConfig:
-    """The sandbox settings of ``verify``: the cache defaults to RUN/env_cache."""
-    return verify.VerifyConfig(sandbox=cfg.sandbox, install_limits=cfg.install_limits,
-                               cache_dir=cfg.cache_dir or str(run_root / "env_cache"), runs=cfg.runs,
-                               max_installs=cfg.max_installs, max_tests=cfg.max_tests)
+    """The sandbox settings of ``verify``: the cache defaults to RUN/env_cache, in this node's
+    mirror of an S3 run (installed environments are a node's own, never published)."""
+    cache_dir = cfg.cache_dir or str(store.node_path(run_root) / "env_cache")
+    return verify.VerifyConfig(
+        sandbox=cfg.sandbox,
+        install_limits=cfg.install_limits,
+        cache_dir=cache_dir,
+        runs=cfg.runs,
+        max_installs=cfg.max_installs,
+        max_tests=cfg.max_tests,
+    )
 
 
 def _failures(env: verify.Verification) -> list[dict[str, Any]]:
@@ -311,7 +373,7 @@ def _write_outputs(root: Path, row: dict, env: verify.Verification, cfg: EnvVeri
 def _ask_proposer(row: dict, env: verify.Verification, found: disc.Discovery, cfg: EnvVerifyConfig,
                   vcfg: verify.VerifyConfig, root: Path) -> verify.Verification:
     """The proposer's turn: its commands verified in a fresh tree; the exchange saved as a trace."""
-    gitdir, revision = Path(row["git_dir"]), row["revision"]
+    gitdir, revision = repository_of(row), row["revision"]
     with tempfile.TemporaryDirectory(prefix="propose-") as tmp:
         tree = Path(tmp) / "tree"
         verify.fresh_tree(gitdir, revision, tree)
@@ -337,7 +399,7 @@ def verify_version(row: dict, cfg: EnvVerifyConfig, vcfg: verify.VerifyConfig, r
     found = discovery_of(row)
     with tempfile.TemporaryDirectory(prefix="env-") as tmp:
         tree = Path(tmp) / "tree"
-        verify.fresh_tree(Path(row["git_dir"]), row["revision"], tree)
+        verify.fresh_tree(repository_of(row), row["revision"], tree)
         env = verify.verify_environment(tree, vcfg, found)
     if env.verified or cfg.proposer is None:
         return env, False
@@ -461,7 +523,7 @@ def _validate_repo(ref: RepoRef, own: list[dict], envs: list[dict], cfg: TaskVal
     lang = envs[0][schema.LANG] if envs else schema.UNKNOWN
     if not envs:
         return [], [(_task_row(t, ref.name, ref.source, lang), verify.NO_ENVIRONMENT) for t in own]
-    gitdir = Path(envs[0]["git_dir"])
+    gitdir = repository_of(envs[0])
     ordered = sorted(own, key=lambda r: (r.get("created_at") or "", r["instance_id"]), reverse=True)
     drops = [(_task_row(t, ref.name, ref.source, lang), verify.OVER_MAX_PER_REPO)
              for t in ordered[cfg.max_per_repo:]]
@@ -484,9 +546,10 @@ def _validate_repo(ref: RepoRef, own: list[dict], envs: list[dict], cfg: TaskVal
 
 
 def validate_task_job(ctx: tasks.TaskContext, shard: int, in_stage: str, ref: RepoRef, names: list[str],
-                      cfg: TaskValidateConfig, vcfg: verify.VerifyConfig) -> dict:
+                      cfg: TaskValidateConfig, verify_cfg: EnvVerifyConfig) -> dict:
     """One repository's task candidates -> validated tasks and drops."""
     t0 = time.perf_counter()
+    vcfg = verify_config(verify_cfg, ctx.run.root)
     envs = tasks.read_parquet(ctx.run.part(in_stage, shard)).to_pylist()
     candidates, _ = _read_tasks(cfg.tasks)
     own = [t for t in candidates if owner_of(t["repo"], names) == ref.name]
@@ -533,10 +596,10 @@ def write_task_outputs(ctx: tasks.TaskContext, n_shards: int, root: str) -> dict
 
 def validate_phases(run: StageRun) -> list[dict[str, Any]]:
     """One task per repository, one for candidates of no repository, then the outputs."""
-    cfg, vcfg = run.cfg, verify_config(run.recipe.stages.env_verify, run.run.root)
+    cfg, verify_cfg = run.cfg, run.recipe.stages.env_verify
     refs: list[RepoRef] = list(run.shards)
     names = [r.name for r in refs]
-    jobs = [Job(schema.shard_name(i), validate_task_job, (run.task, i, run.upstream, ref, names, cfg, vcfg),
+    jobs = [Job(schema.shard_name(i), validate_task_job, (run.task, i, run.upstream, ref, names, cfg, verify_cfg),
                 (str(run.run.part(run.upstream, i)), cfg.tasks or ""))
             for i, ref in enumerate(refs)]
     jobs.append(Job(schema.shard_name(len(refs)), unmatched_job,

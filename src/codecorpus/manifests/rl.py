@@ -93,7 +93,7 @@ def _structure_problems(m: dict[str, Any]) -> list[str]:
 def _env_problems(root: Path, m: dict[str, Any]) -> list[str]:
     problems = []
     for e in m["environments"]:
-        path = root / e["path"]
+        path = store.ensure_local(root / e["path"])  # an S3 run: fetched, as the manifest names it
         if not path.is_file():
             problems.append(f"environments: {e['path']} is missing")
             continue
@@ -110,7 +110,7 @@ def _env_problems(root: Path, m: dict[str, Any]) -> list[str]:
 
 def _task_problems(root: Path, m: dict[str, Any]) -> list[str]:
     t = m["tasks"]
-    path = root / t["path"]
+    path = store.ensure_local(root / t["path"])
     if not path.is_file():
         return [f"tasks: {t['path']} is missing"]
     problems = []

@@ -86,8 +86,16 @@ class RunStore:
 
     def node_path(self, path: Path | str) -> Path:
         """Where a run path lives on this node (a path outside the run is returned as it is)."""
+        return self._under(self.local_root, path)
+
+    def origin_path(self, path: Path | str) -> Path:
+        """A run path spelled under the driver's root, which every node's ``node_path`` rebases
+        (a path outside the run is returned as it is)."""
+        return self._under(self.origin_root or self.local_root, path)
+
+    def _under(self, root: str, path: Path | str) -> Path:
         rel = self.relative(path)
-        return Path(path) if rel is None else Path(self.local_root, rel) if rel else Path(self.local_root)
+        return Path(path) if rel is None else Path(root, rel) if rel else Path(root)
 
 
 def mirror_root(url: str) -> Path:
@@ -131,6 +139,14 @@ def node_path(path: Path | str) -> Path:
     onto this node's mirror; any other path (a local run, an input) is unchanged."""
     store = active()
     return store.node_path(path) if store else Path(path)
+
+
+def origin_path(path: Path | str) -> Path:
+    """``path`` as a task records it in its output (a row naming a run file): a path under this
+    node's mirror is spelled under the driver's, so ``node_path`` finds it on any node; any
+    other path (a local run, an input) is unchanged."""
+    store = active()
+    return store.origin_path(path) if store else Path(path)
 
 
 @functools.cache
