@@ -43,11 +43,15 @@ def test_run_prints_where_the_time_went(tmp_path, ray_local):
     text = " ".join(res.output.split())
     assert "time on 2 CPUs: start" in text and "planning" in text
     stages = [json.loads(p.read_text())["stage"] for p in sorted((tmp_path / "run").glob("*/_stats.json"))]
+    measured = []
     for stage in stages:
         line = re.search(rf"{stage} +([\d.]+) s wall +([\d.]+) task-s +([\d.]+) CPU-s +(\d+)% outside", text)
         assert line, (stage, text[-2000:])
         wall, task_s, _cpu, share = map(float, line.groups())
-        assert task_s > 0 and 0 <= share <= 100 and wall > 0
+        assert 0 <= share <= 100
+        measured.append((wall, task_s))
+    # printed to 0.1 s: a stage of this tiny corpus can round to 0.0 on a fast, idle machine
+    assert sum(w for w, _ in measured) > 0 and sum(t for _, t in measured) > 0
     outside = re.search(r"outside tasks: ([\d.]+) s \(start-up ([\d.]+), stages ([\d.]+), report ([\d.]+)\)", text)
     assert outside and float(outside.group(1)) >= float(outside.group(2))
     assert "MB/s" in text and "docs/s" in text and "ETA" in text  # the progress bars' throughput columns
