@@ -39,7 +39,8 @@ def run(
     set_: Annotated[list[str] | None, typer.Option("--set", help="override: stage.key=value (repeatable)")] = None,
     until: Annotated[str | None, typer.Option(help="run the stages up to and including this one")] = None,
     only: Annotated[str | None, typer.Option(help="run this stage alone (upstream must be complete)")] = None,
-    workers: Annotated[int | None, typer.Option(help="local Ray CPUs (default: recipe, else all cores)")] = None,
+    workers: Annotated[int | None, typer.Option(
+        help="local Ray CPUs (default: recipe, else all cores); with --ray-address, the most tasks the run keeps at once")] = None,
     ray_address: Annotated[str | None, typer.Option(help="join an existing Ray cluster at this address")] = None,
     quiet: Annotated[bool, typer.Option(help="no progress bars")] = False,
 ) -> None:

@@ -203,7 +203,7 @@ class Recipe(Model):
     name: str = "run"
     seed: int = 0
     out: str = Field("runs/run", description="run directory (local path)")
-    workers: int | None = Field(None, ge=1, description="Ray CPUs; default: all cores")
+    workers: int | None = Field(None, ge=1, description="local Ray CPUs (default: all cores); on a joined cluster, the run's tasks at once")
     sources: tuple[Source, ...] = Field(min_length=1)
     stages: StagesConfig
     tokenizer: TokenizerConfig | None = None

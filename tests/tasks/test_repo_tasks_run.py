@@ -26,7 +26,7 @@ from codecorpus.config import load_recipe, load_recipe_data
 from codecorpus.pipeline.pipelines import REPO_TASKS, enabled_specs, pipeline_of
 from codecorpus.preflight import check_recipe_inputs
 from codecorpus.reports.build import write_report
-from codecorpus.runtime.executor import Executor, init_ray
+from codecorpus.runtime.executor import Executor
 from codecorpus.storage.parquet import read_parquet
 from codecorpus.tasks import columns as C
 from codecorpus.tasks import swebench
@@ -65,8 +65,8 @@ def recipe(root: Path) -> dict:
     }  # fmt: skip
 
 
-def run(root: Path, run_dir: Path):
-    result = Executor(load_recipe_data(recipe(root)), run_dir, quiet=True).run_pipeline()
+def run(root: Path, run_dir: Path, max_tasks: int | None = None):
+    result = Executor(load_recipe_data(recipe(root)), run_dir, quiet=True, max_tasks=max_tasks).run_pipeline()
     write_report(run_dir)
     return result
 
@@ -190,12 +190,9 @@ def test_report_page_draws_every_chart_in_chromium(finished, tmp_path):
 
 
 def test_same_bytes_with_one_and_two_workers_and_a_rerun_skips_everything(repos, finished, tmp_path):
+    """One task at a time against two at once (the reference) on the same 2-CPU Ray."""
     one = tmp_path / "one"
-    try:
-        init_ray(1, None)
-        run(repos[0], one)
-    finally:
-        init_ray(2, None)
+    run(repos[0], one, max_tasks=1)
     a, b = run_outputs(finished), run_outputs(one)
     assert a.keys() == b.keys() and "tasks/tasks.jsonl" in a
     assert [k for k in a if a[k] != b[k]] == []

@@ -19,6 +19,7 @@ import json
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -127,9 +128,11 @@ def start(recipe: Recipe, run_dir: Path, workers: int | None = None, address: st
 
     Planning is a stat walk that needs no Ray, and Ray's start is mostly waiting on its
     processes, so the two overlap; each worker then imports the task modules while
-    the plan finishes. The plan is the same as ``Executor.plan`` alone makes.
+    the plan finishes. The plan is the same as ``Executor.plan`` alone makes. ``workers`` is
+    the local Ray's CPUs; on a joined cluster (``address``) it caps the run's tasks at once.
     """
-    executor = Executor(recipe, run_dir, console=console, quiet=quiet)
+    cap = (workers or recipe.workers) if address else None
+    executor = Executor(recipe, run_dir, console=console, quiet=quiet, max_tasks=cap)
     executor.ray_ready.clear()
     with ThreadPoolExecutor(1, thread_name_prefix="codecorpus-plan") as pool:
         planned = pool.submit(executor.plan)
@@ -189,8 +192,12 @@ def _stop(refs: list[ray.ObjectRef]) -> None:
 class Executor:
     """Runs a recipe's stages; ``run_pipeline`` is the whole run, ``stage_run(name)`` one stage's view."""
 
-    def __init__(self, recipe: Recipe, run_dir: Path, console: Console | None = None, quiet: bool = False):
+    def __init__(self, recipe: Recipe, run_dir: Path, console: Console | None = None, quiet: bool = False,
+                 max_tasks: int | None = None):
         self.recipe = recipe
+        self.max_tasks = max_tasks
+        """The most tasks the run keeps at once (None: as many as Ray's CPUs take): ``--workers`` on a
+        joined cluster, whose CPUs the run shares."""
         self.run = schema.RunPaths(Path(run_dir))
         self.console = console or Console(stderr=True)
         self.quiet = quiet
@@ -333,15 +340,23 @@ class Executor:
         Results come back in job order whatever order the tasks finish in.
         """
         results: list[dict | None] = [None] * len(jobs)
-        pending: dict[ray.ObjectRef, int] = {}
+        waiting: deque[int] = deque()
         for i, job in enumerate(jobs):
             marker = tasks.read_marker(ctx, job.name)
             if marker is not None:
                 results[i] = marker["stats"]
             else:
-                point = f"{ctx.stage}:{job.name}"
-                pending[_remote.options(name=point).remote(point, job.fn, *job.args)] = i
-        skipped = len(jobs) - len(pending)
+                waiting.append(i)
+        skipped = len(jobs) - len(waiting)
+        pending: dict[ray.ObjectRef, int] = {}
+
+        def submit() -> None:
+            while waiting and (self.max_tasks is None or len(pending) < self.max_tasks):
+                i = waiting.popleft()
+                point = f"{ctx.stage}:{jobs[i].name}"
+                pending[_remote.options(name=point).remote(point, jobs[i].fn, *jobs[i].args)] = i
+
+        submit()
         with self._progress() as progress:
             bar = progress.add_task(label, total=len(jobs), completed=skipped, rate="")
             rate = _Rate()
@@ -364,6 +379,7 @@ class Executor:
                 self._memory.setdefault(ctx.stage, memory.StageMemory()).add(label, jobs[i].name, measured)
                 checkpoint(f"after:{ctx.stage}:{jobs[i].name}")
                 progress.update(bar, advance=1, rate=rate.text())
+                submit()
         return len(jobs) - skipped, skipped, [r for r in results if r is not None]
 
     def _progress(self) -> Progress:
@@ -399,16 +415,20 @@ class _PlanTasks:
     def __init__(self, executor: Executor):
         self.run = executor.run
         self._ray_ready = executor.ray_ready
+        self._max_tasks = executor.max_tasks
 
     def map(self, label: str, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
         self._ray_ready.wait()  # planning may run beside Ray's start (``start``)
-        refs = [_remote.options(name=f"{label}:{i}").remote(f"{label}:{i}", fn, item) for i, item in enumerate(items)]
+        window = self._max_tasks or len(items) or 1
+        in_flight: deque[ray.ObjectRef] = deque()
         results = []
-        for i, ref in enumerate(refs):
+        for i in range(len(items)):
+            for j in range(i + len(in_flight), min(i + window, len(items))):
+                in_flight.append(_remote.options(name=f"{label}:{j}").remote(f"{label}:{j}", fn, items[j]))
             try:
-                result = ray.get(ref)
+                result = ray.get(in_flight.popleft())
             except ray.exceptions.RayError as err:
-                _stop(refs[i + 1:])
+                _stop(list(in_flight))
                 raise PipelineError(_task_failure("planning", Job(f"{label}:{i}", fn), err)) from None
             if isinstance(result, dict):  # the runtime's, not the plan's
                 result = {k: v for k, v in result.items() if k not in RUNTIME_KEYS}
