@@ -111,6 +111,16 @@ def test_listings_of_an_s3_run_are_the_buckets_and_each_node_has_its_own_mirror(
         assert store.list_files(driver / "a", "part-*.parquet") == [driver / "a" / "part-00000.parquet",
                                                                      driver / "a" / "part-00001.parquet"]
         assert store.list_files(driver, "*/_stats.json") == [driver / "a" / "_stats.json", driver / "b" / "_stats.json"]
+        for i in range(30):  # a stage's many parts: a listing of one level down never returns them
+            client.put_object(Bucket="s3run-listing", Key=f"run/b/deep/part-{i:05d}.parquet", Body=b"")
+        listed = []
+        handler = lambda parsed, **_: listed.extend(o["Key"] for o in parsed.get("Contents", []))  # noqa: E731
+        store._client().meta.events.register("after-call.s3.ListObjectsV2", handler)
+        try:
+            assert len(store.list_files(driver, "*/_stats.json")) == 2
+        finally:
+            store._client().meta.events.unregister("after-call.s3.ListObjectsV2", handler)
+        assert listed and not [k for k in listed if "/deep/" in k]
         assert store.list_files(driver / "c", "*") == []
         assert not (driver / "b" / "_stats.json").exists()
         assert [p.read_bytes() for p in store.list_files(driver, "*/_stats.json", fetch=True)] == [b"{}", b"{}"]

@@ -178,9 +178,36 @@ def _objects(store: RunStore, prefix: str, recursive: bool = True) -> Iterator[t
             yield obj["Key"], obj["ETag"]
 
 
-def _keys(store: RunStore, prefix: str, recursive: bool = True) -> Iterator[str]:
-    """Object keys under ``prefix`` (one directory level only when not ``recursive``)."""
-    return (key for key, _ in _objects(store, prefix, recursive))
+def _subdirectories(store: RunStore, prefix: str) -> Iterator[str]:
+    """The key prefixes one level below ``prefix`` (each ending in ``/``): S3's CommonPrefixes."""
+    pages = _client().get_paginator("list_objects_v2").paginate(Bucket=store.bucket, Prefix=prefix, Delimiter="/")
+    for page in pages:
+        for sub in page.get("CommonPrefixes", []):
+            yield sub["Prefix"]
+
+
+def _matching(store: RunStore, prefix: str, want: list[str]) -> Iterator[tuple[str, str]]:
+    """(key, ETag) of the objects whose path under ``prefix`` matches ``want`` part by part,
+    with one delimited listing per directory level it descends (never the subtree's every key)."""
+    if len(want) == 1:
+        for key, etag in _objects(store, prefix, recursive=False):
+            if fnmatch.fnmatchcase(key[len(prefix):], want[0]):
+                yield key, etag
+        return
+    if not _GLOB_CHARS.intersection(want[0]):
+        yield from _matching(store, f"{prefix}{want[0]}/", want[1:])
+        return
+    for sub in _subdirectories(store, prefix):
+        if fnmatch.fnmatchcase(sub[len(prefix):-1], want[0]):
+            yield from _matching(store, sub, want[1:])
+
+
+_GLOB_CHARS = frozenset("*?[")
+
+
+def _keys(store: RunStore, prefix: str) -> Iterator[str]:
+    """Every object key under ``prefix``, at any depth."""
+    return (key for key, _ in _objects(store, prefix))
 
 
 def _not_found(err: Exception) -> bool:
@@ -327,7 +354,9 @@ def list_files(directory: Path | str, pattern: str = "*", *, fetch: bool = False
 
     ``pattern`` is matched part by part like ``Path.glob`` (``*/_stats.json``: one
     level down; ``**`` is not supported). With an active store the listing is the
-    bucket's, so it holds what every node wrote; ``fetch`` also downloads each
+    bucket's, so it holds what every node wrote, and it descends one directory level
+    per pattern part (``*/_stats.json`` lists the run's directories, then each one's
+    top level: never the parts below them); ``fetch`` also downloads each
     file into the mirror, for readers (pyarrow datasets) that open them by path.
     Without a store, or outside the run, it is the local directory's.
     """
@@ -340,12 +369,7 @@ def list_files(directory: Path | str, pattern: str = "*", *, fetch: bool = False
     prefix = f"{prefix}/" if prefix else ""
     want = pattern.split("/")
     local = store.node_path(directory)
-    found = []
-    for key, etag in _objects(store, prefix, recursive=len(want) > 1):
-        parts = key[len(prefix):].split("/")
-        if len(parts) == len(want) and all(fnmatch.fnmatchcase(p, w) for p, w in zip(parts, want, strict=True)):
-            found.append((local.joinpath(*parts), key, etag))
-    found.sort()
+    found = sorted((local.joinpath(*key[len(prefix):].split("/")), key, etag) for key, etag in _matching(store, prefix, want))
     if fetch:
         found = [f for f in found if _fresh(store, f[1], f[0], f[2])]
     return [path for path, _, _ in found]
