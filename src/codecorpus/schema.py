@@ -339,6 +339,10 @@ class RunPaths:
         node-local git directory; what the run publishes is its ``snapshot_bundle``."""
         return self.stage_dir(stage) / "repos" / name
 
+    def task_file(self, split: str) -> Path:
+        """A repository-tasks run's SWE-bench task file of ``split`` (``TASK_FILES``)."""
+        return self.root / TASKS_DIR / TASK_FILES[split]
+
     def set_dir(self, set_name: str) -> Path:
         return self.root / "shards" / set_name
 
@@ -360,6 +364,21 @@ def plan_batch_file(plan_dir: Path | str, batch: str, suffix: str) -> Path:
     """A batch's units or sizes file in a stage's plan folder (``RunPaths.plan_dir``)."""
     return Path(plan_dir) / f"{batch}{suffix}"
 
+
+TASKS_DIR = "tasks"
+"""``RUN/tasks/``: the SWE-bench task files of a repository-tasks run."""
+TASK_FILES = {"train": "tasks.jsonl", "eval": "tasks-eval.jsonl"}
+"""The task file of each split in ``TASKS_DIR`` (``eval``: created after ``eval_after``)."""
+
+ENVS_DIR = "envs"
+"""``RUN/envs/``: one verified environment spec (JSON) per repository."""
+ENV_TRACES_DIR = "traces/env_verify"
+"""``RUN/traces/env_verify/``: the proposer's transcripts, as chat traces."""
+VERIFIED_DIR = "verified"
+"""``RUN/verified/``: the validated tasks and the RL manifest."""
+VERIFIED_TASKS = f"{VERIFIED_DIR}/tasks.jsonl"
+ENV_CACHE_DIR = "env_cache"
+"""``RUN/env_cache/``: this node's installed environments by content key (the default cache)."""
 
 SNAPSHOT_BUNDLE_SUFFIX = ".bundle"
 """A snapshot repository as one file (``git bundle``), beside the repository's folder."""

@@ -111,6 +111,16 @@ def test_listings_of_an_s3_run_are_the_buckets_and_each_node_has_its_own_mirror(
         assert store.list_files(driver / "a", "part-*.parquet") == [driver / "a" / "part-00000.parquet",
                                                                      driver / "a" / "part-00001.parquet"]
         assert store.list_files(driver, "*/_stats.json") == [driver / "a" / "_stats.json", driver / "b" / "_stats.json"]
+        for i in range(30):  # a stage's many parts: a listing of one level down never returns them
+            client.put_object(Bucket="s3run-listing", Key=f"run/b/deep/part-{i:05d}.parquet", Body=b"")
+        listed = []
+        handler = lambda parsed, **_: listed.extend(o["Key"] for o in parsed.get("Contents", []))  # noqa: E731
+        store._client().meta.events.register("after-call.s3.ListObjectsV2", handler)
+        try:
+            assert len(store.list_files(driver, "*/_stats.json")) == 2
+        finally:
+            store._client().meta.events.unregister("after-call.s3.ListObjectsV2", handler)
+        assert listed and not [k for k in listed if "/deep/" in k]
         assert store.list_files(driver / "c", "*") == []
         assert not (driver / "b" / "_stats.json").exists()
         assert [p.read_bytes() for p in store.list_files(driver, "*/_stats.json", fetch=True)] == [b"{}", b"{}"]
@@ -129,5 +139,55 @@ def test_listings_of_an_s3_run_are_the_buckets_and_each_node_has_its_own_mirror(
         assert (worker / "w" / "out.bin").read_bytes() == b"w" and not (driver / "w").exists()
         assert client.get_object(Bucket="s3run-listing", Key="run/w/out.bin")["Body"].read() == b"w"
         assert store.list_files(driver / "a", "part-*.parquet")[0] == worker / "a" / "part-00000.parquet"
+    finally:
+        store.deactivate()
+
+
+def test_a_mirror_copy_is_read_only_while_it_is_the_buckets_version(tmp_path, s3_server, monkeypatch):
+    """Node B keeps a copy of a file; a rerun elsewhere rewrites it, then a reset removes another:
+    B reads the new bytes, never its old copy, and drops the removed file's copy, while a file
+    B never published (its own working file) stays."""
+    from codecorpus.storage import mirror as store
+    from codecorpus.storage.atomic import atomic_write_bytes
+
+    make_bucket(s3_server, "s3run-fresh")
+    for key, value in _env(s3_server, tmp_path / "a-cache").items():
+        monkeypatch.setenv(key, value)
+
+    def on_node(name: str) -> Path:
+        monkeypatch.setenv(store.CACHE_ENV, str(tmp_path / f"{name}-cache"))
+        return Path(store.activate("s3://s3run-fresh/run").local_root)
+
+    try:
+        a = on_node("a")
+        atomic_write_bytes(a / "filters" / "part-00000.parquet", b"version 1")
+        atomic_write_bytes(a / "filters" / "part-00001.parquet", b"only in the first run")
+        b = on_node("b")
+        assert store.ensure_local(b / "filters" / "part-00000.parquet").read_bytes() == b"version 1"
+        assert [p.name for p in store.list_files(b / "filters", "part-*", fetch=True)] == [
+            "part-00000.parquet", "part-00001.parquet"]
+        (b / "work").mkdir()
+        (b / "work" / "scratch.txt").write_bytes(b"node-local")
+
+        a = on_node("a")  # a changed recipe: the stage is reset and redone, with one shard fewer
+        store.remove_tree(a / "filters")
+        atomic_write_bytes(a / "filters" / "part-00000.parquet", b"version 2")
+
+        b = on_node("b")
+        assert (b / "filters" / "part-00001.parquet").is_file()  # B's old copies are still on disk
+        assert store.ensure_local(b / "filters" / "part-00000.parquet").read_bytes() == b"version 2"
+        assert not store.exists(b / "filters" / "part-00001.parquet")
+        assert not (b / "filters" / "part-00001.parquet").exists()
+        assert store.list_files(b / "filters", "part-*", fetch=True) == [b / "filters" / "part-00000.parquet"]
+        assert store.exists(b / "work" / "scratch.txt")
+        assert store.ensure_local(b / "work" / "scratch.txt").read_bytes() == b"node-local"
+
+        big = os.urandom(store._SINGLE_PUT_BYTES + 1)  # a multipart upload: its version noted by a HEAD
+        atomic_write_bytes(b / "shards" / "big.bin", big)
+        a = on_node("a")
+        assert store.ensure_local(a / "shards" / "big.bin").read_bytes() == big
+        atomic_write_bytes(a / "shards" / "big.bin", big[::-1])
+        b = on_node("b")
+        assert store.ensure_local(b / "shards" / "big.bin").read_bytes() == big[::-1]
     finally:
         store.deactivate()

@@ -66,8 +66,8 @@ BASE_COMMIT_MISSING = "base_commit_missing"
 SNAPSHOT_DATE = "1980-01-01T00:00:00Z"
 SNAPSHOT_MARKER = "codecorpus-snapshot"
 """In a snapshot's ``.git``: the repository is complete (written last, before the rename)."""
-ENVS_DIR, TRACES_DIR, VERIFIED_DIR = "envs", "traces/env_verify", "verified"
-VERIFIED_TASKS = f"{VERIFIED_DIR}/tasks.jsonl"
+ENVS_DIR, TRACES_DIR, VERIFIED_DIR = schema.ENVS_DIR, schema.ENV_TRACES_DIR, schema.VERIFIED_DIR
+VERIFIED_TASKS = schema.VERIFIED_TASKS
 _GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "GIT_AUTHOR_NAME": "codecorpus",
             "GIT_AUTHOR_EMAIL": "codecorpus@localhost", "GIT_COMMITTER_NAME": "codecorpus",
             "GIT_COMMITTER_EMAIL": "codecorpus@localhost", "GIT_AUTHOR_DATE": SNAPSHOT_DATE,
@@ -329,7 +329,7 @@ def discover_jobs(run: StageRun) -> list[Job]:
 def verify_config(cfg: EnvVerifyConfig, run_root: Path) -> verify.VerifyConfig:
     """The sandbox settings of ``verify``: the cache defaults to RUN/env_cache, in this node's
     mirror of an S3 run (installed environments are a node's own, never published)."""
-    cache_dir = cfg.cache_dir or str(store.node_path(run_root) / "env_cache")
+    cache_dir = cfg.cache_dir or str(store.node_path(run_root) / schema.ENV_CACHE_DIR)
     return verify.VerifyConfig(
         sandbox=cfg.sandbox,
         install_limits=cfg.install_limits,

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from codecorpus import schema
 from codecorpus.reports.html import Page, note, rows_of, table_html
 from codecorpus.reports.tables import RunData
 from codecorpus.storage import mirror as store
@@ -28,7 +29,7 @@ DIST_SCHEMA = pa.schema([
     ("metric", pa.string()), ("split", pa.string()), ("bin_lo", pa.int64()), ("bin_hi", pa.int64()),
     ("lang", pa.string()), ("tasks", pa.int64()),
 ])  # fmt: skip
-TASK_FILES = {"train": "tasks/tasks.jsonl", "eval": "tasks/tasks-eval.jsonl"}
+
 METRICS = {"patch_lines": "diff size (changed code lines)", "patch_files": "files changed",
            "description_chars": "description length (chars)"}  # fmt: skip
 
@@ -61,7 +62,7 @@ def tasks_funnel(data: RunData) -> pa.Table:
 
 
 def _task_records(data: RunData, split: str) -> list[dict[str, Any]]:
-    path = store.ensure_local(data.run.root / TASK_FILES[split])
+    path = store.ensure_local(data.run.task_file(split))
     if not path.is_file():
         return []
     with path.open(encoding="utf-8") as f:
@@ -78,7 +79,7 @@ def _log2_rows(metric: str, split: str, values: list[int]) -> list[dict[str, Any
 
 def tasks_distributions(data: RunData) -> pa.Table:
     rows: list[dict[str, Any]] = []
-    for split in TASK_FILES:
+    for split in schema.TASK_FILES:
         records = _task_records(data, split)
         for metric in METRICS:
             rows += _log2_rows(metric, split, [int(r[metric]) for r in records])

@@ -136,12 +136,18 @@ def has_placeholder(text: str, tokenizer: Tokenizer) -> bool:
     return any(PLACEHOLDER_BASE <= ord(c) < top for c in set(text))
 
 
+@functools.lru_cache(maxsize=8)
+def _placeholders(tokenizer: Tokenizer) -> dict[str, str]:
+    """Special-token string -> its placeholder character (``escape_table`` reversed)."""
+    return {t: chr(c) for c, t in escape_table(tokenizer).items()}
+
+
 def escape_specials(text: str, tokenizer: Tokenizer) -> tuple[str, int]:
     """``text`` with every special-token string replaced by its placeholder, and how many were."""
     rx = _special_regex(tokenizer)
     if rx is None:
         return text, 0
-    code = {t: chr(c) for c, t in escape_table(tokenizer).items()}
+    code = _placeholders(tokenizer)
     return rx.subn(lambda m: code[m.group(0)], text)
 
 

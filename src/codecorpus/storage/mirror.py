@@ -15,7 +15,14 @@ bucket are the bytes a local run writes.
 The bucket is the truth of a listing, not a merge with the mirror: a mirror
 can hold files another node has since removed (a stage reset, the members of a
 merged token shard), and every file a writer finishes is in the bucket before
-the writer returns. Temporary files are the one local-only thing (never
+the writer returns. It is the truth of a file's bytes too: a mirror copy is
+read only while it is the version the bucket holds. Each node notes the ETag
+of every object it uploads or downloads (in ``<mirror>.versions/``, beside the
+mirror, never in it); ``ensure_local`` and ``exists`` compare it with the
+bucket's (one HEAD, or the ETag a listing already returned), so a copy that a
+stage reset on another machine replaced is fetched again and one it removed is
+deleted, never read. A file in the mirror with no noted version was never
+published (a node-local working folder) and is left alone. Temporary files are the one local-only thing (never
 published); ``atomic.remove_stale_temps`` lists them locally on purpose.
 
 Each node keeps its own mirror: its root is ``mirror_root(url)`` under that
@@ -162,13 +169,45 @@ def _client() -> Any:
     )
 
 
-def _keys(store: RunStore, prefix: str, recursive: bool = True) -> Iterator[str]:
-    """Object keys under ``prefix`` (one directory level only when not ``recursive``)."""
+def _objects(store: RunStore, prefix: str, recursive: bool = True) -> Iterator[tuple[str, str]]:
+    """(key, ETag) of the objects under ``prefix`` (one directory level only when not ``recursive``)."""
     pages = _client().get_paginator("list_objects_v2").paginate(
         Bucket=store.bucket, Prefix=prefix, **({} if recursive else {"Delimiter": "/"}))
     for page in pages:
         for obj in page.get("Contents", []):
-            yield obj["Key"]
+            yield obj["Key"], obj["ETag"]
+
+
+def _subdirectories(store: RunStore, prefix: str) -> Iterator[str]:
+    """The key prefixes one level below ``prefix`` (each ending in ``/``): S3's CommonPrefixes."""
+    pages = _client().get_paginator("list_objects_v2").paginate(Bucket=store.bucket, Prefix=prefix, Delimiter="/")
+    for page in pages:
+        for sub in page.get("CommonPrefixes", []):
+            yield sub["Prefix"]
+
+
+def _matching(store: RunStore, prefix: str, want: list[str]) -> Iterator[tuple[str, str]]:
+    """(key, ETag) of the objects whose path under ``prefix`` matches ``want`` part by part,
+    with one delimited listing per directory level it descends (never the subtree's every key)."""
+    if len(want) == 1:
+        for key, etag in _objects(store, prefix, recursive=False):
+            if fnmatch.fnmatchcase(key[len(prefix):], want[0]):
+                yield key, etag
+        return
+    if not _GLOB_CHARS.intersection(want[0]):
+        yield from _matching(store, f"{prefix}{want[0]}/", want[1:])
+        return
+    for sub in _subdirectories(store, prefix):
+        if fnmatch.fnmatchcase(sub[len(prefix):-1], want[0]):
+            yield from _matching(store, sub, want[1:])
+
+
+_GLOB_CHARS = frozenset("*?[")
+
+
+def _keys(store: RunStore, prefix: str) -> Iterator[str]:
+    """Every object key under ``prefix``, at any depth."""
+    return (key for key, _ in _objects(store, prefix))
 
 
 def _not_found(err: Exception) -> bool:
@@ -180,54 +219,134 @@ _DELETE_BATCH = 1000
 """Keys per DeleteObjects request (S3's limit)."""
 
 
+_SINGLE_PUT_BYTES = 8 * 1024 * 1024
+"""Files up to this size go up in one PutObject, whose answer names the new ETag (boto3's
+``upload_file`` does the same below its 8 MB multipart threshold, but returns nothing)."""
+
+
 def publish(path: Path) -> None:
     """Upload a just-renamed run file (no-op without an active store or outside the run)."""
     store = active()
     key = store.key(path) if store else None
-    if key is not None:
-        _client().upload_file(str(store.node_path(path)), store.bucket, key)
+    if key is None:
+        return
+    local = store.node_path(path)
+    if local.stat().st_size <= _SINGLE_PUT_BYTES:
+        with open(local, "rb") as f:
+            etag = _client().put_object(Bucket=store.bucket, Key=key, Body=f)["ETag"]
+    else:
+        _client().upload_file(str(local), store.bucket, key)
+        head = _head(store, key)
+        etag = head["ETag"] if head else None
+    _note_version(store, local, etag)
+
+
+def _version_file(store: RunStore, local: Path) -> Path:
+    """Where this node notes the version (ETag) of its mirror copy of a run file."""
+    rel = Path(local).relative_to(store.local_root)
+    return Path(f"{store.local_root}.versions", rel)
+
+
+def _note_version(store: RunStore, local: Path, etag: str | None) -> None:
+    note = _version_file(store, local)
+    if etag is None:
+        note.unlink(missing_ok=True)
+        return
+    note.parent.mkdir(parents=True, exist_ok=True)
+    tmp = note.with_name(f".{note.name}.{os.getpid()}.tmp")
+    tmp.write_text(etag)
+    os.replace(tmp, note)
+
+
+def _noted_version(store: RunStore, local: Path) -> str | None:
+    try:
+        return _version_file(store, local).read_text()
+    except OSError:
+        return None
+
+
+def _head(store: RunStore, key: str) -> dict[str, Any] | None:
+    """The object's HEAD answer, or None when the bucket does not hold it."""
+    from botocore.exceptions import ClientError
+
+    try:
+        return _client().head_object(Bucket=store.bucket, Key=key)
+    except ClientError as err:
+        if _not_found(err):
+            return None
+        raise
 
 
 def ensure_local(path: Path | str) -> Path:
-    """``path`` on this node, downloaded from the store first if the mirror lacks it (and the store has it)."""
+    """``path`` on this node, holding the bucket's version: downloaded when the mirror lacks it
+    or holds another version; a copy of an object the bucket no longer has is removed (the
+    path is returned either way, and is then missing)."""
     store = active()
     if store is None:
         return Path(path)
-    key, path = store.key(path), store.node_path(path)
-    if key is None or path.exists():
-        return path
+    key, local = store.key(path), store.node_path(path)
+    if key is None:
+        return local
+    _fresh(store, key, local, None)
+    return local
+
+
+def _fresh(store: RunStore, key: str, local: Path, etag: str | None) -> bool:
+    """Bring this node's copy of ``key`` to the bucket's version and say whether there is one.
+
+    ``etag`` is the bucket's version when a listing already named it, else a HEAD asks. A copy
+    whose noted version is the bucket's is kept; any other is downloaded again. When the bucket
+    has no such object, a copy that was published once (it has a noted version) is removed;
+    one that never was is this node's own working file, and stays.
+    """
+    noted = _noted_version(store, local) if local.exists() else None
+    if etag is None:
+        head = _head(store, key)
+        if head is None:
+            if noted is not None:
+                _forget(store, local)
+            return local.exists()
+        etag = head["ETag"]
+    if noted == etag:
+        return True
     from botocore.exceptions import ClientError
 
-    tmp = path.with_name(f".{path.name}.download.tmp")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = local.with_name(f".{local.name}.{os.getpid()}.download.tmp")
+    local.parent.mkdir(parents=True, exist_ok=True)
     try:
         _client().download_file(store.bucket, key, str(tmp))
     except ClientError as err:
-        if _not_found(err):
-            return path
+        if _not_found(err):  # removed between the listing and the download
+            return False
         raise
-    os.replace(tmp, path)
-    return path
+    os.replace(tmp, local)
+    _note_version(store, local, etag)
+    return True
+
+
+def _forget(store: RunStore, local: Path) -> None:
+    """Remove this node's copy of an object the bucket no longer holds, and its noted version."""
+    local.unlink(missing_ok=True)
+    _note_version(store, local, None)
 
 
 def exists(path: Path | str) -> bool:
-    """Whether a run file is in this node's mirror or in the store (a HEAD request: nothing is
-    downloaded, so checking a multi-GB shard costs no transfer; readers call ``ensure_local``)."""
+    """Whether a run file is in the store (a HEAD request: nothing is downloaded, so checking a
+    multi-GB shard costs no transfer; readers call ``ensure_local``); a node-local file that was
+    never published counts as there. A mirror copy of an object the bucket no longer has is removed."""
     store = active()
     key = store.key(path) if store else None
     if key is None:
         return Path(path).is_file()
-    if store.node_path(path).is_file():
+    local = store.node_path(path)
+    noted = _noted_version(store, local) if local.is_file() else None
+    if local.is_file() and noted is None:
+        return True  # never published: this node's own working file
+    if _head(store, key) is not None:
         return True
-    from botocore.exceptions import ClientError
-
-    try:
-        _client().head_object(Bucket=store.bucket, Key=key)
-    except ClientError as err:
-        if _not_found(err):
-            return False
-        raise
-    return True
+    if noted is not None:
+        _forget(store, local)
+    return False
 
 
 def list_files(directory: Path | str, pattern: str = "*", *, fetch: bool = False) -> list[Path]:
@@ -235,7 +354,9 @@ def list_files(directory: Path | str, pattern: str = "*", *, fetch: bool = False
 
     ``pattern`` is matched part by part like ``Path.glob`` (``*/_stats.json``: one
     level down; ``**`` is not supported). With an active store the listing is the
-    bucket's, so it holds what every node wrote; ``fetch`` also downloads each
+    bucket's, so it holds what every node wrote, and it descends one directory level
+    per pattern part (``*/_stats.json`` lists the run's directories, then each one's
+    top level: never the parts below them); ``fetch`` also downloads each
     file into the mirror, for readers (pyarrow datasets) that open them by path.
     Without a store, or outside the run, it is the local directory's.
     """
@@ -248,13 +369,10 @@ def list_files(directory: Path | str, pattern: str = "*", *, fetch: bool = False
     prefix = f"{prefix}/" if prefix else ""
     want = pattern.split("/")
     local = store.node_path(directory)
-    found = []
-    for key in _keys(store, prefix, recursive=len(want) > 1):
-        parts = key[len(prefix):].split("/")
-        if len(parts) == len(want) and all(fnmatch.fnmatchcase(p, w) for p, w in zip(parts, want, strict=True)):
-            found.append(local.joinpath(*parts))
-    found.sort()
-    return [ensure_local(p) for p in found] if fetch else found
+    found = sorted((local.joinpath(*key[len(prefix):].split("/")), key, etag) for key, etag in _matching(store, prefix, want))
+    if fetch:
+        found = [f for f in found if _fresh(store, f[1], f[0], f[2])]
+    return [path for path, _, _ in found]
 
 
 def remove_tree(path: Path) -> None:
@@ -265,6 +383,7 @@ def remove_tree(path: Path) -> None:
     key = store.key(path) if store else None
     if key is None:
         return
+    shutil.rmtree(_version_file(store, path), ignore_errors=True)
     keys = list(_keys(store, f"{key}/" if key else ""))
     for start in range(0, len(keys), _DELETE_BATCH):
         objects = [{"Key": k} for k in keys[start:start + _DELETE_BATCH]]
@@ -277,6 +396,7 @@ def remove_file(path: Path) -> None:
     store = active()
     key = store.key(path) if store else None
     if key is not None:
+        _note_version(store, path, None)
         with contextlib.suppress(Exception):
             _client().delete_object(Bucket=store.bucket, Key=key)
 
@@ -289,5 +409,5 @@ def sync_down(path: Path) -> None:
         return
     prefix = f"{key}/" if key else ""
     local = store.node_path(path)
-    for found in _keys(store, prefix):
-        ensure_local(local.joinpath(*found[len(prefix):].split("/")))
+    for found, etag in _objects(store, prefix):
+        _fresh(store, found, local.joinpath(*found[len(prefix):].split("/")), etag)

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from codecorpus import schema
+from codecorpus.storage.atomic import atomic_write_bytes
 from codecorpus.tasks import columns as C
 from codecorpus.tasks.candidates import problem_statement
 from codecorpus.tasks.config import TaskSetConfig
@@ -43,8 +42,7 @@ SWEBENCH_FIELDS = (
 )  # fmt: skip
 """The keys of ``swebench.types.SWEbenchInstance`` (every value a string)."""
 
-TRAIN_FILE = "tasks.jsonl"
-EVAL_FILE = "tasks-eval.jsonl"
+TRAIN_FILE, EVAL_FILE = schema.TASK_FILES["train"], schema.TASK_FILES["eval"]
 ADDED_TEXT = "patch_added_text"
 
 
@@ -115,31 +113,21 @@ def task_records(table: pa.Table, cfg: TaskSetConfig) -> tuple[list[dict[str, An
     return records(train), records(held)
 
 
-def write_jsonl(path: str | Path, records: list[dict[str, Any]]) -> Path:
-    """Write one JSON object a line, atomically (temp file, fsync, rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for r in records:
-                f.write(json.dumps(r, ensure_ascii=False) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+def task_line(record: dict[str, Any]) -> str:
+    """One record as a line of a task file (UTF-8 JSON, not ASCII-escaped)."""
+    return json.dumps(record, ensure_ascii=False) + "\n"
 
 
 def write_task_files(table: pa.Table, cfg: TaskSetConfig, out_dir: str | Path) -> dict[str, Path]:
-    """``tasks.jsonl`` (train) and, with ``eval_after``, ``tasks-eval.jsonl`` in ``out_dir``."""
+    """``tasks.jsonl`` (train) and, with ``eval_after``, ``tasks-eval.jsonl`` in ``out_dir``, from
+    one table of candidates: the lines the pipeline's sharded writer and merge give."""
     train, held = task_records(table, cfg)
-    out = {"train": write_jsonl(Path(out_dir) / TRAIN_FILE, train)}
-    if cfg.eval_after is not None:
-        out["eval"] = write_jsonl(Path(out_dir) / EVAL_FILE, held)
-    return out
+    out = {"train": (train, TRAIN_FILE)} | ({"eval": (held, EVAL_FILE)} if cfg.eval_after is not None else {})
+    paths = {}
+    for split, (records, name) in out.items():
+        paths[split] = Path(out_dir) / name
+        atomic_write_bytes(paths[split], "".join(map(task_line, records)).encode())
+    return paths
 
 
 def check_instance(record: dict[str, Any]) -> list[str]:

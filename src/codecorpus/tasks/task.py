@@ -48,7 +48,7 @@ from codecorpus.tasks.config import CommitsConfig, TaskSetConfig
 from codecorpus.tokenize.tokenizer import load_tokenizer
 
 SPLITS = ("train", "eval")
-FILES = {"train": swebench.TRAIN_FILE, "eval": swebench.EVAL_FILE}
+FILES = schema.TASK_FILES
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ def records_task(ctx: TaskContext, shard: int, in_stage: str, cfg: TaskSetConfig
     train, held = swebench.task_records(table, cfg)
     counts = {}
     for split, records in zip(SPLITS, (train, held), strict=True):
-        lines = (json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+        lines = map(swebench.task_line, records)
         counts[split] = _write_lines(records_path(ctx.run, ctx.stage, split, shard), lines)
     result = MapResult(table, counters={f"tasks_{k}": v for k, v in counts.items()})
     stats = result_stats(table.num_rows, _bytes(table), 0, lang_breakdown(table), result, time.perf_counter() - t0)
@@ -139,22 +139,18 @@ def merge_task(ctx: TaskContext, n_shards: int, cfg: TaskSetConfig, marker: str)
     for split in SPLITS if cfg.eval_after is not None else SPLITS[:1]:
         handles = [ensure_local(records_path(ctx.run, ctx.stage, split, s)).open(encoding="utf-8") for s in range(n_shards)]
         try:
-            path = ctx.run.root / TASKS_DIR / FILES[split]
+            path = ctx.run.task_file(split)
             n = _write_lines(path, heapq.merge(*handles, key=_sort_key))
         finally:
             for h in handles:
                 h.close()
         out[FILES[split].removesuffix(".jsonl")] = {
-            "path": f"{TASKS_DIR}/{FILES[split]}", "records": n, "bytes": path.stat().st_size,
+            "path": f"{schema.TASKS_DIR}/{FILES[split]}", "records": n, "bytes": path.stat().st_size,
             "sha256": sha256_file(path),
         }  # fmt: skip
     stats = {"files": out, "seconds": round(time.perf_counter() - t0, 4)}
     write_marker(ctx, marker, stats)
     return stats
-
-
-TASKS_DIR = "tasks"
-"""``RUN/tasks/``: the SWE-bench task files."""
 
 
 # --- the edit set's manifest ------------------------------------------------------------------
