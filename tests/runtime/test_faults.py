@@ -19,6 +19,8 @@ import pytest
 import yaml
 
 from codecorpus import schema
+from codecorpus.config import load_recipe
+from codecorpus.runtime.executor import Executor
 from conftest import fixture_recipe, run_outputs, write_repos
 
 
@@ -47,12 +49,12 @@ def _run(recipe: Path, out: Path, fault: str | None = None, fault_dir: Path | No
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory):
+def setup(tmp_path_factory, ray_local):
+    """The recipe and its reference run: in this process, on the suite's Ray (no fault to inject)."""
     tmp = tmp_path_factory.mktemp("faults")
     recipe = _recipe(tmp, write_repos(tmp / "corpus"))
     reference = tmp / "reference"
-    done = _run(recipe, reference)
-    assert done.returncode == 0, done.stderr
+    Executor(load_recipe(recipe, []), reference, quiet=True).run_pipeline()
     return tmp, recipe, reference
 
 
