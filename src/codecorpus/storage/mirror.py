@@ -17,8 +17,8 @@ can hold files another node has since removed (a stage reset, the members of a
 merged token shard), and every file a writer finishes is in the bucket before
 the writer returns. It is the truth of a file's bytes too: a mirror copy is
 read only while it is the version the bucket holds. Each node notes the ETag
-of every object it uploads or downloads (in ``<mirror>.versions/``, beside the
-mirror, never in it); ``ensure_local`` and ``exists`` compare it with the
+of every object it uploads or downloads (``<mirror>.versions/<path>.etag``,
+beside the mirror, never in it); ``ensure_local`` and ``exists`` compare it with the
 bucket's (one HEAD, or the ETag a listing already returned), so a copy that a
 stage reset on another machine replaced is fetched again and one it removed is
 deleted, never read. A file in the mirror with no noted version was never
@@ -241,10 +241,16 @@ def publish(path: Path) -> None:
     _note_version(store, local, etag)
 
 
+def _versions(store: RunStore, local: Path) -> Path:
+    """The folder of this node's version notes that mirrors ``local`` (a run folder)."""
+    return Path(f"{store.local_root}.versions", Path(local).relative_to(store.local_root))
+
+
 def _version_file(store: RunStore, local: Path) -> Path:
-    """Where this node notes the version (ETag) of its mirror copy of a run file."""
-    rel = Path(local).relative_to(store.local_root)
-    return Path(f"{store.local_root}.versions", rel)
+    """Where this node notes the version (ETag) of its mirror copy of a run file: beside the
+    mirror, named ``<file>.etag`` (so no listing or glob of run files ever meets one)."""
+    folder = _versions(store, Path(local).parent)
+    return folder / f"{Path(local).name}.etag"
 
 
 def _note_version(store: RunStore, local: Path, etag: str | None) -> None:
@@ -383,7 +389,7 @@ def remove_tree(path: Path) -> None:
     key = store.key(path) if store else None
     if key is None:
         return
-    shutil.rmtree(_version_file(store, path), ignore_errors=True)
+    shutil.rmtree(_versions(store, path), ignore_errors=True)
     keys = list(_keys(store, f"{key}/" if key else ""))
     for start in range(0, len(keys), _DELETE_BATCH):
         objects = [{"Key": k} for k in keys[start:start + _DELETE_BATCH]]
