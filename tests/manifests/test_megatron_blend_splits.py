@@ -8,7 +8,8 @@ The set manifests must list only shards at or above the split floor, and
 megatron-core, fed each manifest's ``data_path`` and ``sequences_per_dataset``
 exactly as written, must build and iterate ``99,1,0``, ``969,30,1`` and
 ``100,0,0``. Megatron runs in a subprocess with a timeout, so a hang fails the
-test instead of blocking the suite. Run as a script, this file is that subprocess.
+test instead of blocking the suite; one subprocess builds every set (torch and
+megatron-core load once). Run as a script, this file is that subprocess.
 """
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ MEGATRON_TIMEOUT_S = 300
 # --- the subprocess: megatron-core on one set ----------------------------------------------
 
 
-def build_and_iterate(set_dir: str, splits: list[str], cache: str) -> None:
-    """Build GPTDatasets from the set's manifest blend with each split, read every sample, print one
-    JSON line per split. Runs in the set directory: the blend's prefixes are relative to it."""
+def build_and_iterate(jobs: list[tuple[str, list[str]]], cache: str) -> None:
+    """For each (set directory, splits): build GPTDatasets from the set's manifest blend with each
+    split, read every sample, print one JSON line per set and split. Each set is built in its
+    directory: the blend's prefixes are relative to it."""
     import torch
     import torch.distributed as dist
     from megatron.core.datasets.blended_megatron_dataset_builder import (
@@ -44,55 +46,62 @@ def build_and_iterate(set_dir: str, splits: list[str], cache: str) -> None:
     from megatron.core.datasets.utils import get_blend_from_list
     from megatron.core.tokenizers.text.text_tokenizer import MegatronTokenizerText
 
-    os.chdir(set_dir)
-    manifest = json.loads(Path("manifest.json").read_text())
-    vocab = manifest["tokenizer"]["vocab_size"]
     dist.init_process_group("gloo", init_method=f"file://{cache}/pg", rank=0, world_size=1)
-    sequences = {prefix: tuple(v) for prefix, v in manifest["megatron"]["sequences_per_dataset"].items()}
-    for split in splits:
-        config = GPTDatasetConfig(
-            random_seed=1234,
-            sequence_length=manifest["seq_len"],
-            blend=get_blend_from_list(manifest["megatron"]["data_path"]),
-            split=split,
-            path_to_cache=f"{cache}/{split}",
-            tokenizer=MegatronTokenizerText(None, {"library": "null"}, vocab_size=vocab - 1),
-            reset_position_ids=False,
-            reset_attention_mask=False,
-            eod_mask_loss=False,
-            create_attention_mask=False,  # as with fused attention; a 256K set's mask alone is 64 GiB
-            sequences_per_dataset=sequences,
-        )
-        datasets = BlendedMegatronDatasetBuilder(GPTDataset, SIZES, lambda: True, config).build()
-        lengths, members = [], []
-        for ds in datasets:
-            lengths.append(None if ds is None else len(ds))
-            if ds is None:
-                continue
-            for i in range(len(ds)):
-                sample = ds[i]
-                tokens = sample["tokens"]
-                assert tokens.shape == (manifest["seq_len"],) and tokens.dtype == torch.int64
-                assert int(tokens.min()) >= 0 and int(tokens.max()) < vocab
-                assert torch.equal(sample["labels"][:-1], tokens[1:])
-            members.append(sorted({int(k) for k in np.unique(ds.dataset_index)}))
-        print(json.dumps({"split": split, "lengths": lengths, "members": members}), flush=True)
+    for n, (set_dir, splits) in enumerate(jobs):
+        os.chdir(set_dir)
+        manifest = json.loads(Path("manifest.json").read_text())
+        vocab = manifest["tokenizer"]["vocab_size"]
+        sequences = {prefix: tuple(v) for prefix, v in manifest["megatron"]["sequences_per_dataset"].items()}
+        for split in splits:
+            config = GPTDatasetConfig(
+                random_seed=1234,
+                sequence_length=manifest["seq_len"],
+                blend=get_blend_from_list(manifest["megatron"]["data_path"]),
+                split=split,
+                path_to_cache=f"{cache}/{n}/{split}",
+                tokenizer=MegatronTokenizerText(None, {"library": "null"}, vocab_size=vocab - 1),
+                reset_position_ids=False,
+                reset_attention_mask=False,
+                eod_mask_loss=False,
+                create_attention_mask=False,  # as with fused attention; a 256K set's mask alone is 64 GiB
+                sequences_per_dataset=sequences,
+            )
+            datasets = BlendedMegatronDatasetBuilder(GPTDataset, SIZES, lambda: True, config).build()
+            lengths, members = [], []
+            for ds in datasets:
+                lengths.append(None if ds is None else len(ds))
+                if ds is None:
+                    continue
+                for i in range(len(ds)):
+                    sample = ds[i]
+                    tokens = sample["tokens"]
+                    assert tokens.shape == (manifest["seq_len"],) and tokens.dtype == torch.int64
+                    assert int(tokens.min()) >= 0 and int(tokens.max()) < vocab
+                    assert torch.equal(sample["labels"][:-1], tokens[1:])
+                members.append(sorted({int(k) for k in np.unique(ds.dataset_index)}))
+            print(json.dumps({"set": set_dir, "split": split, "lengths": lengths, "members": members}), flush=True)
     dist.destroy_process_group()
 
 
-def run_megatron(set_dir: Path, splits: tuple[str, ...], cache: Path) -> dict[str, dict]:
-    """Megatron on a set in a subprocess; a split it cannot finish within the timeout fails the test."""
+def run_megatron(jobs: list[tuple[Path, tuple[str, ...]]], cache: Path) -> dict[str, dict[str, dict]]:
+    """Megatron on each (set, splits) in one subprocess: {set directory: {split: what it built}}; a
+    split it cannot finish within the timeout fails the test."""
     cache.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, __file__, str(set_dir), str(cache), *splits]
+    cmd = [sys.executable, __file__, json.dumps([(str(d), list(splits)) for d, splits in jobs]), str(cache)]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=MEGATRON_TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired as e:
-        built = [json.loads(line)["split"] for line in (e.stdout or b"").decode().splitlines() if line.startswith("{")]
-        pytest.fail(f"Megatron did not finish building {set_dir.name} within {MEGATRON_TIMEOUT_S} s; "
-                    f"splits built before it hung: {built}")  # fmt: skip
+        built = [(Path(r["set"]).name, r["split"]) for r in map(json.loads, _json_lines((e.stdout or b"").decode()))]
+        pytest.fail(f"Megatron did not finish within {MEGATRON_TIMEOUT_S} s; (set, split) built before it hung: {built}")
     assert done.returncode == 0, done.stderr[-3000:]
-    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    return {r["split"]: r for r in results}
+    out: dict[str, dict[str, dict]] = {str(d): {} for d, _ in jobs}
+    for r in map(json.loads, _json_lines(done.stdout)):
+        out[r["set"]][r["split"]] = r
+    return out
+
+
+def _json_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("{")]
 
 
 # --- the runs --------------------------------------------------------------------------------
@@ -200,6 +209,19 @@ def runs(tmp_path_factory, ray_local) -> dict[str, Path]:
     return {"short": pre, "long": pre, "long-small": pre, "sft": sft}
 
 
+FLOOR_SET_SPLITS = ("99,1,0", "100,0,0")
+"""The splits the set below the floor serves, built by Megatron to show it."""
+
+
+@pytest.fixture(scope="module")
+def megatron_built(runs, tmp_path_factory) -> dict[str, dict[str, dict]]:
+    """What Megatron built of each set, by set name then split (one subprocess for all)."""
+    jobs = [(manifest_of(runs, name)[0], LAUNCH) for name in ("short", "long", "sft")]
+    jobs.append((manifest_of(runs, "long-small")[0], FLOOR_SET_SPLITS))
+    built = run_megatron(jobs, tmp_path_factory.mktemp("megatron-cache"))
+    return {Path(d).name: splits for d, splits in built.items()}
+
+
 def manifest_of(runs: dict[str, Path], name: str) -> tuple[Path, dict]:
     set_dir = runs[name] / "shards" / name
     return set_dir, json.loads((set_dir / "manifest.json").read_text())
@@ -249,9 +271,9 @@ def test_emitted_shards_reach_the_floor_and_verify(runs, name):
 
 
 @pytest.mark.parametrize("name", ["short", "long", "sft"])
-def test_megatron_builds_and_iterates_every_launch_split(runs, name, tmp_path):
-    set_dir, m = manifest_of(runs, name)
-    built = run_megatron(set_dir, LAUNCH, tmp_path / "cache")
+def test_megatron_builds_and_iterates_every_launch_split(runs, megatron_built, name):
+    _, m = manifest_of(runs, name)
+    built = megatron_built[name]
     assert sorted(built) == sorted(LAUNCH)
     members = list(range(len(m["shards"])))
     for split in ("99,1,0", "969,30,1"):
@@ -263,7 +285,7 @@ def test_megatron_builds_and_iterates_every_launch_split(runs, name, tmp_path):
     assert built["100,0,0"]["lengths"][1:] == [None, None] and built["100,0,0"]["lengths"][0] >= SIZES[0]
 
 
-def test_a_set_below_the_floor_is_one_shard_that_states_the_splits_it_serves(runs, tmp_path):
+def test_a_set_below_the_floor_is_one_shard_that_states_the_splits_it_serves(runs, megatron_built):
     from codecorpus.manifests.manifest import split_notes, verify
 
     set_dir, m = manifest_of(runs, "long-small")
@@ -279,7 +301,8 @@ def test_a_set_below_the_floor_is_one_shard_that_states_the_splits_it_serves(run
     assert f"shard {shard['prefix']}: {n} packed sequences" in problem and "test split" in problem
     (note,) = split_notes(set_dir)
     assert f"one shard of {n} packed sequences" in note and "not 969,30,1, 949,50,1" in note
-    built = run_megatron(set_dir, ("99,1,0", "100,0,0"), tmp_path / "cache")
+    built = megatron_built["long-small"]
+    assert sorted(built) == sorted(FLOOR_SET_SPLITS)
     assert built["99,1,0"]["lengths"][1] >= SIZES[1]  # its validation split is served
 
 
@@ -321,4 +344,4 @@ def test_split_arithmetic_is_megatrons():
 
 
 if __name__ == "__main__":
-    build_and_iterate(sys.argv[1], sys.argv[3:], sys.argv[2])
+    build_and_iterate([(d, splits) for d, splits in json.loads(sys.argv[1])], sys.argv[2])
