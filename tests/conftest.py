@@ -218,7 +218,8 @@ def s3_server(tmp_path_factory):
 
     Binds only 127.0.0.1 on free ports, keeps its data in a temp dir, requires the
     credentials above (so tests exercise signing), and is stopped with SIGTERM,
-    then SIGKILL after 10 s. ``make_bucket(s3_server, name)`` creates a bucket.
+    then SIGKILL after 2 s (its data is thrown away: weed's own graceful stop takes
+    over 10 s). ``make_bucket(s3_server, name)`` creates a bucket.
     """
     import json
     import signal
@@ -266,7 +267,7 @@ def s3_server(tmp_path_factory):
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout=10)
+            proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
