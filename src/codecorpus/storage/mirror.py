@@ -45,6 +45,7 @@ import hashlib
 import json
 import os
 import shutil
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -259,7 +260,7 @@ def _note_version(store: RunStore, local: Path, etag: str | None) -> None:
         note.unlink(missing_ok=True)
         return
     note.parent.mkdir(parents=True, exist_ok=True)
-    tmp = note.with_name(f".{note.name}.{os.getpid()}.tmp")
+    tmp = note.with_name(f".{note.name}.{os.getpid()}-{threading.get_ident()}.tmp")
     tmp.write_text(etag)
     os.replace(tmp, note)
 
@@ -317,7 +318,7 @@ def _fresh(store: RunStore, key: str, local: Path, etag: str | None) -> bool:
         return True
     from botocore.exceptions import ClientError
 
-    tmp = local.with_name(f".{local.name}.{os.getpid()}.download.tmp")
+    tmp = local.with_name(f".{local.name}.{os.getpid()}-{threading.get_ident()}.download.tmp")
     local.parent.mkdir(parents=True, exist_ok=True)
     try:
         _client().download_file(store.bucket, key, str(tmp))
