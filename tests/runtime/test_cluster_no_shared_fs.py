@@ -343,5 +343,5 @@ def test_envs_stages_share_only_the_bucket(bucket, s3_server, tmp_path, monkeypa
 
     verified = _cli(["manifest", "verify", url], s3_server, tmp_path / "cache-fresh")
     assert verified.returncode == 0, verified.stdout + verified.stderr
-    task = bucket.get_object(Bucket=BUCKET, Key=f"nofs/envs/{envs.VERIFIED_TASKS}")["Body"].read()
+    task = bucket.get_object(Bucket=BUCKET, Key=f"nofs/envs/{schema.VERIFIED_TASKS}")["Body"].read()
     assert json.loads(json.loads(task)["FAIL_TO_PASS"]) == ["test_calc.CalcTest.test_clamp"]

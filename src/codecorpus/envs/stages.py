@@ -34,6 +34,7 @@ import subprocess
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -66,8 +67,6 @@ BASE_COMMIT_MISSING = "base_commit_missing"
 SNAPSHOT_DATE = "1980-01-01T00:00:00Z"
 SNAPSHOT_MARKER = "codecorpus-snapshot"
 """In a snapshot's ``.git``: the repository is complete (written last, before the rename)."""
-ENVS_DIR, TRACES_DIR, VERIFIED_DIR = schema.ENVS_DIR, schema.ENV_TRACES_DIR, schema.VERIFIED_DIR
-VERIFIED_TASKS = schema.VERIFIED_TASKS
 _GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "GIT_AUTHOR_NAME": "codecorpus",
             "GIT_AUTHOR_EMAIL": "codecorpus@localhost", "GIT_COMMITTER_NAME": "codecorpus",
             "GIT_COMMITTER_EMAIL": "codecorpus@localhost", "GIT_AUTHOR_DATE": SNAPSHOT_DATE,
@@ -170,23 +169,47 @@ def _is_snapshot(path: Path) -> bool:
     return (path / ".git" / SNAPSHOT_MARKER).is_file()
 
 
-def snapshot(folder: Path, dest: Path) -> Path:
-    """A one-commit git repository of a plain folder's files (fixed author and dates: the same
-    files give the same commit id), made once under ``dest``."""
+def _made_once(dest: Path, make: Callable[[Path], None], source: str) -> Path:
+    """``dest``, a repository ``make`` builds in a temporary folder beside it, marked complete
+    (``SNAPSHOT_MARKER``, naming ``source``) and renamed into place; one already there is kept
+    (made before, or by another task on this node meanwhile), a half-made one replaced."""
     if _is_snapshot(dest):
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
-    shutil.copytree(folder, tmp, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".git"))
-    for args in (("init", "-q"), ("add", "-A"), ("commit", "-q", "--no-verify", "-m", "snapshot")):
-        proc = _git(tmp, *args)
-        if proc.returncode != 0:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise ValueError(f"git {args[0]} in a snapshot of {folder}: {proc.stderr.decode()[:300]}")
-    (tmp / ".git" / SNAPSHOT_MARKER).write_text(str(folder))
-    shutil.rmtree(dest, ignore_errors=True)
-    os.rename(tmp, dest)
+    try:
+        make(tmp)
+        (tmp / ".git" / SNAPSHOT_MARKER).write_text(source)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if dest.exists() and not _is_snapshot(dest):
+        shutil.rmtree(dest, ignore_errors=True)  # left by a task that crashed before its marker
+    try:
+        os.rename(tmp, dest)
+    except OSError:  # another task on this node made it first
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not _is_snapshot(dest):
+            raise
     return dest
+
+
+def _git_or_fail(repo: Path, what: str, *args: str) -> None:
+    proc = _git(repo, *args)
+    if proc.returncode != 0:
+        raise ValueError(f"git {args[0]} {what}: {proc.stderr.decode()[:300]}")
+
+
+def snapshot(folder: Path, dest: Path) -> Path:
+    """A one-commit git repository of a plain folder's files (fixed author and dates: the same
+    files give the same commit id), made once under ``dest``."""
+
+    def make(tmp: Path) -> None:
+        shutil.copytree(folder, tmp, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".git"))
+        for args in (("init", "-q"), ("add", "-A"), ("commit", "-q", "--no-verify", "-m", "snapshot")):
+            _git_or_fail(tmp, f"in a snapshot of {folder}", *args)
+
+    return _made_once(dest, make, str(folder))
 
 
 def publish_snapshot(folder: Path, dest: Path) -> Path:
@@ -195,11 +218,7 @@ def publish_snapshot(folder: Path, dest: Path) -> Path:
     snapshot(folder, dest)
     with tempfile.TemporaryDirectory(prefix="bundle-") as tmp:
         bundle = Path(tmp) / "snapshot.bundle"
-        proc = _git(dest, "bundle", "create", str(bundle), "--all")
-        if proc.returncode != 0:
-            raise ValueError(
-                f"git bundle of the snapshot of {folder}: {proc.stderr.decode()[:300]}"
-            )
+        _git_or_fail(dest, f"of the snapshot of {folder}", "bundle", "create", str(bundle), "--all")
         atomic_write_bytes(schema.snapshot_bundle(dest), bundle.read_bytes())
     return dest
 
@@ -217,22 +236,9 @@ def repository_of(row: dict[str, Any]) -> Path:
     if run is None or run.key(path) is None or _is_snapshot(path):
         return path  # a local run's snapshot, an input repository, or one this node holds
     bundle = store.ensure_local(schema.snapshot_bundle(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    proc = _git(path.parent, "clone", "-q", "--no-checkout", str(bundle), str(tmp))
-    if proc.returncode != 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise ValueError(f"git clone of the snapshot bundle {bundle}: {proc.stderr.decode()[:300]}")
-    (tmp / ".git" / SNAPSHOT_MARKER).write_text(str(bundle))
-    if path.exists() and not _is_snapshot(path):
-        shutil.rmtree(path, ignore_errors=True)  # left by a clone that crashed before its marker
-    try:
-        os.rename(tmp, path)
-    except OSError:  # another task on this node cloned it first
-        shutil.rmtree(tmp, ignore_errors=True)
-        if not _is_snapshot(path):
-            raise
-    return path
+    clone = ("clone", "-q", "--no-checkout", str(bundle))
+    return _made_once(path, lambda tmp: _git_or_fail(path.parent, f"of the snapshot bundle {bundle}", *clone, str(tmp)),
+                      str(bundle))
 
 
 def _safe(name: str) -> str:
@@ -364,7 +370,7 @@ def _write_outputs(root: Path, row: dict, env: verify.Verification, cfg: EnvVeri
     doc = envspec.environment_spec(env, row[schema.REPO], row["revision"], cfg.sandbox,
                                    tuple(row["dependency_files"]))
     jsonschema.validate(doc, envspec.schema())
-    path = envspec.write_spec(doc, root / ENVS_DIR)
+    path = envspec.write_spec(doc, root / schema.ENVS_DIR)
     if cfg.dockerfile:
         atomic_write_bytes(path.with_suffix(".Dockerfile"), envspec.render_dockerfile(doc).encode())
     return path.name
@@ -389,7 +395,7 @@ def _ask_proposer(row: dict, env: verify.Verification, found: disc.Discovery, cf
         text = "verified" if outcome.verified else f"failed: {outcome.reason}"
     trace = propose.trace_record(messages, row[schema.REPO], revision, cfg.proposer, text, proposed)
     name = envspec.spec_name(row[schema.REPO], row["dependency_hash"]).removesuffix(".json")
-    atomic_write_bytes(root / TRACES_DIR / f"{name}.jsonl", (json.dumps(trace, sort_keys=True) + "\n").encode())
+    atomic_write_bytes(root / schema.ENV_TRACES_DIR / f"{name}.jsonl", (json.dumps(trace, sort_keys=True) + "\n").encode())
     return replace(outcome, steps=steps)
 
 
@@ -586,10 +592,10 @@ def write_task_outputs(ctx: tasks.TaskContext, n_shards: int, root: str) -> dict
     for i in range(n_shards):
         rows += tasks.read_parquet(ctx.run.part(ctx.stage, i)).to_pylist()
     rows.sort(key=lambda r: r[schema.ID])
-    lines = [json.dumps({**json.loads(r["instance"]), "environment": f"{ENVS_DIR}/{r['env_file']}"},
+    lines = [json.dumps({**json.loads(r["instance"]), "environment": f"{schema.ENVS_DIR}/{r['env_file']}"},
                         sort_keys=True) for r in rows]
-    atomic_write_bytes(Path(root) / VERIFIED_TASKS, "".join(f"{line}\n" for line in lines).encode())
-    manifest = build_manifest(Path(root), ENVS_DIR, VERIFIED_TASKS)
+    atomic_write_bytes(Path(root) / schema.VERIFIED_TASKS, "".join(f"{line}\n" for line in lines).encode())
+    manifest = build_manifest(Path(root), schema.ENVS_DIR, schema.VERIFIED_TASKS)
     write_manifest(Path(root), manifest)
     return {"tasks": len(lines), "environments": len(manifest["environments"])}
 
@@ -625,7 +631,7 @@ def check_validate(recipe: Any) -> None:
 ENV_DISCOVER = StageSpec("env_discover", "source", EnvDiscoverConfig, plan=plan_repositories,
                          source_jobs=discover_jobs)
 ENV_VERIFY = StageSpec("env_verify", "filter", EnvVerifyConfig, map_fn=verify_fn, hash_parts=verify_parts,
-                       output_dirs=(ENVS_DIR, TRACES_DIR), check=check_verify)
+                       output_dirs=(schema.ENVS_DIR, schema.ENV_TRACES_DIR), check=check_verify)
 TASK_VALIDATE = StageSpec("task_validate", "sink", TaskValidateConfig, phases=validate_phases,
-                          hash_parts=validate_parts, output_dirs=(VERIFIED_DIR,),
+                          hash_parts=validate_parts, output_dirs=(schema.VERIFIED_DIR,),
                           output_files=(schema.MANIFEST_NAME,), check=check_validate)
