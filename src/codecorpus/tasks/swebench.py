@@ -121,12 +121,11 @@ def task_line(record: dict[str, Any]) -> str:
 def write_task_files(table: pa.Table, cfg: TaskSetConfig, out_dir: str | Path) -> dict[str, Path]:
     """``tasks.jsonl`` (train) and, with ``eval_after``, ``tasks-eval.jsonl`` in ``out_dir``, from
     one table of candidates: the lines the pipeline's sharded writer and merge give."""
-    train, held = task_records(table, cfg)
-    out = {"train": (train, TRAIN_FILE)} | ({"eval": (held, EVAL_FILE)} if cfg.eval_after is not None else {})
-    paths = {}
-    for split, (records, name) in out.items():
-        paths[split] = Path(out_dir) / name
-        atomic_write_bytes(paths[split], "".join(map(task_line, records)).encode())
+    records = dict(zip(schema.TASK_FILES, task_records(table, cfg), strict=True))
+    splits = list(schema.TASK_FILES) if cfg.eval_after is not None else ["train"]
+    paths = {split: Path(out_dir) / schema.TASK_FILES[split] for split in splits}
+    for split, path in paths.items():
+        atomic_write_bytes(path, "".join(map(task_line, records[split])).encode())
     return paths
 
 

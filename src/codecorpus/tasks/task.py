@@ -47,8 +47,7 @@ from codecorpus.tasks import commits, swebench
 from codecorpus.tasks.config import CommitsConfig, TaskSetConfig
 from codecorpus.tokenize.tokenizer import load_tokenizer
 
-SPLITS = ("train", "eval")
-FILES = schema.TASK_FILES
+SPLITS = tuple(schema.TASK_FILES)  # ("train", "eval")
 
 
 @dataclass(frozen=True)
@@ -144,8 +143,8 @@ def merge_task(ctx: TaskContext, n_shards: int, cfg: TaskSetConfig, marker: str)
         finally:
             for h in handles:
                 h.close()
-        out[FILES[split].removesuffix(".jsonl")] = {
-            "path": f"{schema.TASKS_DIR}/{FILES[split]}", "records": n, "bytes": path.stat().st_size,
+        out[schema.TASK_FILES[split].removesuffix(".jsonl")] = {
+            "path": f"{schema.TASKS_DIR}/{schema.TASK_FILES[split]}", "records": n, "bytes": path.stat().st_size,
             "sha256": sha256_file(path),
         }  # fmt: skip
     stats = {"files": out, "seconds": round(time.perf_counter() - t0, 4)}
