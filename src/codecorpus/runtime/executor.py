@@ -173,6 +173,11 @@ def _remote(point: str, fn: Callable[..., Any], *args: Any) -> Any:
     return result
 
 
+def _launch(point: str, fn: Callable[..., Any], *args: Any) -> ray.ObjectRef:
+    """``fn(*args)`` as a Ray task named after its checkpoint ``point`` (``stage:task``)."""
+    return _remote.options(name=point).remote(point, fn, *args)
+
+
 STOP_WAIT_SECONDS = 60.0
 """How long a stopping run waits for its cancelled tasks to unwind."""
 
@@ -353,8 +358,7 @@ class Executor:
         def submit() -> None:
             while waiting and (self.max_tasks is None or len(pending) < self.max_tasks):
                 i = waiting.popleft()
-                point = f"{ctx.stage}:{jobs[i].name}"
-                pending[_remote.options(name=point).remote(point, jobs[i].fn, *jobs[i].args)] = i
+                pending[_launch(f"{ctx.stage}:{jobs[i].name}", jobs[i].fn, *jobs[i].args)] = i
 
         submit()
         with self._progress() as progress:
@@ -424,7 +428,7 @@ class _PlanTasks:
         results = []
         for i in range(len(items)):
             for j in range(i + len(in_flight), min(i + window, len(items))):
-                in_flight.append(_remote.options(name=f"{label}:{j}").remote(f"{label}:{j}", fn, items[j]))
+                in_flight.append(_launch(f"{label}:{j}", fn, items[j]))
             try:
                 result = ray.get(in_flight.popleft())
             except ray.exceptions.RayError as err:
@@ -474,7 +478,7 @@ class _StageRun:
         return results
 
     def call(self, point: str, fn: Callable[..., Any], *args: Any) -> Any:
-        return ray.get(_remote.remote(point, fn, *args))
+        return ray.get(_launch(point, fn, *args))
 
     def say(self, text: str) -> None:
         self._ex.console.print(text, highlight=False, markup=False)
