@@ -18,12 +18,13 @@ merged token shard), and every file a writer finishes is in the bucket before
 the writer returns. It is the truth of a file's bytes too: a mirror copy is
 read only while it is the version the bucket holds. Each node notes the ETag
 of every object it uploads or downloads (``<mirror>.versions/<path>.etag``,
-beside the mirror, never in it); ``ensure_local`` and ``exists`` compare it with the
-bucket's (one HEAD, or the ETag a listing already returned), so a copy that a
-stage reset on another machine replaced is fetched again and one it removed is
-deleted, never read. A file in the mirror with no noted version was never
-published (a node-local working folder) and is left alone. Temporary files are the one local-only thing (never
-published); ``atomic.remove_stale_temps`` lists them locally on purpose.
+beside the mirror, never in it); ``ensure_local`` and ``exists`` compare it
+with the bucket's (one HEAD, or the ETag a listing already returned), so a
+copy that a stage reset on another machine replaced is fetched again and one
+it removed is deleted, never read. A file in the mirror with no noted version
+was never published (a node-local working folder) and is left alone.
+Temporary files are the one local-only thing (never published);
+``atomic.remove_stale_temps`` lists them locally on purpose.
 
 Each node keeps its own mirror: its root is ``mirror_root(url)`` under that
 node's ``CODECORPUS_CACHE_DIR`` (default ``~/.cache/codecorpus/runs``). The store
