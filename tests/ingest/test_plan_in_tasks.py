@@ -245,7 +245,7 @@ def test_plan_files_go_through_an_s3_run_store(corpus: Path, tmp_path: Path, s3_
         new = shardplan.plan_ingest(_sources(corpus), cfg, tasks, inline_listings=0, batch_repositories=3)
         keys = [o["Key"] for o in s3_client(s3_server).list_objects_v2(Bucket="plan-runs")["Contents"]]
         assert sorted(keys) == sorted(f"r1/_plan/ingest/{b}{suffix}" for b in new.batches
-                                      for suffix in (shardplan.UNITS_SUFFIX, shardplan.SIZES_SUFFIX))
+                                      for suffix in (schema.PLAN_UNITS_SUFFIX, schema.PLAN_SIZES_SUFFIX))
         shutil.rmtree(Path(store.local_root))  # another node: nothing in its mirror
         plan_dir = tasks.run.plan_dir("ingest")
         assert [shardplan.load_units(s.pieces, plan_dir) for s in new.shards] == plan.plan_shards(_sources(corpus), cfg)
@@ -301,7 +301,7 @@ def test_the_batch_reader_reads_forward_and_rereads_a_range_behind_it(
     )
     plan_dir = tasks.run.plan_dir("ingest")
     file = new.batches[0]
-    with open(schema.plan_batch_file(plan_dir, file, shardplan.UNITS_SUFFIX), "rb") as f:
+    with open(schema.plan_batch_file(plan_dir, file, schema.PLAN_UNITS_SUFFIX), "rb") as f:
         every = zstandard.ZstdDecompressor().stream_reader(f).read().decode("ascii").splitlines()
     assert len(every) > 6
     opened: list[str] = []

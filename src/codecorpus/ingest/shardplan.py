@@ -75,7 +75,6 @@ SHARDS_PER_TASK = 8
 """Shards one describing task fingerprints."""
 STAGE = "ingest"
 """The stage whose plan files these are (``RunPaths.plan_dir``)."""
-UNITS_SUFFIX, SIZES_SUFFIX = schema.PLAN_UNITS_SUFFIX, schema.PLAN_SIZES_SUFFIX
 
 
 @dataclass(frozen=True)
@@ -272,8 +271,8 @@ class _ListBatch:
             return {"error": str(err)}
         data = sink.getvalue()
         name = f"batch-{hashlib.sha256(data).hexdigest()[:24]}"
-        atomic_write_bytes(schema.plan_batch_file(self.plan_dir, name, UNITS_SUFFIX), data)
-        atomic_write_bytes(schema.plan_batch_file(self.plan_dir, name, SIZES_SUFFIX), np.concatenate([_EMPTY, *sizes]).tobytes())
+        atomic_write_bytes(schema.plan_batch_file(self.plan_dir, name, schema.PLAN_UNITS_SUFFIX), data)
+        atomic_write_bytes(schema.plan_batch_file(self.plan_dir, name, schema.PLAN_SIZES_SUFFIX), np.concatenate([_EMPTY, *sizes]).tobytes())
         return {"file": name, "units": counts, "stores": stores, "seconds": time.perf_counter() - t0}
 
 
@@ -330,7 +329,7 @@ class _Sizes:
 
     def of(self, file: str) -> np.ndarray:
         if file != self.file:
-            path = mirror.ensure_local(schema.plan_batch_file(self.plan_dir, file, SIZES_SUFFIX))
+            path = mirror.ensure_local(schema.plan_batch_file(self.plan_dir, file, schema.PLAN_SIZES_SUFFIX))
             self.file, self.table = file, np.fromfile(path, dtype=schema.PLAN_SIZES_DTYPE).reshape(-1, 2)
         return self.table
 
@@ -474,7 +473,7 @@ class BatchReader:
         skipped = sum(1 for _ in itertools.islice(self._text, rows.start - self._row))
         lines = [line.rstrip("\n") for line in itertools.islice(self._text, rows.stop - rows.start)]
         if skipped + len(lines) < rows.stop - self._row:
-            path = schema.plan_batch_file(self.plan_dir, rows.file, UNITS_SUFFIX)
+            path = schema.plan_batch_file(self.plan_dir, rows.file, schema.PLAN_UNITS_SUFFIX)
             raise RecipeError(f"plan file {path} ends before row {rows.stop}: it is not the file "
                               "this plan wrote; rerun the command")
         self._row = rows.stop
@@ -483,7 +482,7 @@ class BatchReader:
 
 def _open_batch(plan_dir: Path, file: str) -> io.TextIOBase:
     """A batch file's lines from its first, decompressed as a stream."""
-    path = mirror.ensure_local(schema.plan_batch_file(plan_dir, file, UNITS_SUFFIX))
+    path = mirror.ensure_local(schema.plan_batch_file(plan_dir, file, schema.PLAN_UNITS_SUFFIX))
     try:
         raw = open(path, "rb")  # noqa: SIM115 - closed with the text stream (closefd)
     except FileNotFoundError:
