@@ -57,6 +57,7 @@ _UTF_BOMS = (
     (b"\xff\xfe", "utf-16-le"),
     (b"\xfe\xff", "utf-16-be"),
 )
+_BOM_PREFIXES = tuple(bom for bom, _ in _UTF_BOMS)
 CANDIDATE_ENCODINGS = (
     "cp1252", "latin_1", "iso8859_15", "cp1250", "iso8859_2", "cp1251", "koi8_r", "cp1253",
     "cp1254", "cp1255", "cp1256", "cp1257", "shift_jis", "cp932", "euc_jp", "gb18030", "big5",
@@ -133,13 +134,13 @@ def decode(data: bytes, min_evidence: int) -> tuple[str | None, str, str | None]
     >>> decode("# caf\\xe9\\n".encode("latin-1"), 4)[0] is None
     True
     """
-    for bom, name in _UTF_BOMS:
+    for bom, name in _UTF_BOMS if data.startswith(_BOM_PREFIXES) else ():
         if data.startswith(bom):
             try:
                 return data[len(bom):].decode(name.removesuffix("-sig")), name, None
             except UnicodeDecodeError as err:
                 return None, name, f"bad {name} at byte {err.start}"
-    if b"\x00" in data[:BINARY_SNIFF_BYTES]:
+    if data.find(b"\x00", 0, BINARY_SNIFF_BYTES) >= 0:
         return None, "binary", "NUL byte in the first 8 KiB"
     try:
         return data.decode("utf-8"), "utf-8", None

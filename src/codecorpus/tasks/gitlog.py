@@ -41,6 +41,7 @@ MARKER = b"\x00\x01codecorpus-commit\x02"
 LOG_FORMAT = "%x00%x01codecorpus-commit%x02%H%x00%P%x00%an%x00%ae%x00%at%x00%ct%x00%e%x00%B%x00%x03"
 _HEADER_END = b"\x00\x03\x00"
 _READ_CHUNK = 1 << 20
+_PIPE_READ = 1 << 16  # a pipe holds 64 KiB by default
 _OVERSIZED_HEAD = 1 << 16
 _SHA_FIELD = re.compile(rb"[0-9a-f]{40}\x00")  # a record's first field
 ZERO_OID = "0" * 40
@@ -277,13 +278,21 @@ def stream_log(
 
 
 class ObjectReader:
-    """One ``git cat-file --batch`` process: objects read one at a time, large ones skipped in chunks."""
+    """One ``git cat-file --batch`` process: objects read one at a time, large ones skipped in chunks.
+
+    Its answers are parsed from a buffer filled by large reads of the pipe (one read takes
+    every answer git has written so far), not by a readline and two reads per object.
+    """
 
     def __init__(self, gitdir: str) -> None:
         self.proc = subprocess.Popen(
             ["git", f"--git-dir={gitdir}", "cat-file", "--batch"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=GIT_ENV,
         )
+        assert self.proc.stdout is not None
+        self._fd = self.proc.stdout.fileno()  # read with os.read only: its buffered reader stays empty
+        self._buf = b""
+        self._pos = 0
 
     def iter_many(self, names: list[str], cap: int) -> Iterator[tuple[str, bytes | None, int]]:
         """(type or "missing", content or None when larger than ``cap``, size) of each of ``names``,
@@ -294,29 +303,61 @@ class ObjectReader:
         waits on us to read its answers; answers are yielded as they are read, so only one
         object is held at a time.
         """
-        stdin, stdout = self.proc.stdin, self.proc.stdout
-        assert stdin is not None and stdout is not None
+        stdin = self.proc.stdin
+        assert stdin is not None
         for start in range(0, len(names), 256):
             group = names[start : start + 256]
-            stdin.write(b"".join(n.encode() + b"\n" for n in group))
+            stdin.write("".join(f"{n}\n" for n in group).encode())
             stdin.flush()
             for _ in group:
-                yield self._answer(stdout, cap)
+                yield self._answer(cap)
 
-    @staticmethod
-    def _answer(stdout: BinaryIO, cap: int) -> tuple[str, bytes | None, int]:
-        header = stdout.readline().split()
+    def _answer(self, cap: int) -> tuple[str, bytes | None, int]:
+        end = self._buf.find(b"\n", self._pos)
+        while end < 0:
+            if not self._fill(len(self._buf) - self._pos + 1):
+                return "missing", None, 0
+            end = self._buf.find(b"\n", self._pos)
+        header = self._buf[self._pos : end].split()
+        self._pos = end + 1
         if len(header) != 3:
             return "missing", None, 0
         kind, size = header[1].decode(), int(header[2])
-        if size <= cap:
-            data = stdout.read(size)
-        else:
-            left, data = size, None
-            while left:
-                left -= len(stdout.read(min(left, _READ_CHUNK)))
-        stdout.read(1)
+        if size > cap:
+            self._skip(size + 1)
+            return kind, None, size
+        if len(self._buf) - self._pos < size + 1:
+            self._fill(size + 1)
+        data = self._buf[self._pos : self._pos + size]
+        self._pos += size + 1
         return kind, data, size
+
+    def _fill(self, want: int) -> bool:
+        """Read until ``want`` unread bytes are buffered; False at the end of git's output."""
+        parts = [self._buf[self._pos :]]
+        have = len(parts[0])
+        while have < want:
+            chunk = os.read(self._fd, max(want - have, _PIPE_READ))
+            if not chunk:
+                break
+            parts.append(chunk)
+            have += len(chunk)
+        self._buf, self._pos = b"".join(parts), 0
+        return have >= want
+
+    def _skip(self, n: int) -> None:
+        """Pass over ``n`` bytes of git's output, holding at most a chunk of them."""
+        have = len(self._buf) - self._pos
+        if n <= have:
+            self._pos += n
+            return
+        n -= have
+        self._buf, self._pos = b"", 0
+        while n > 0:
+            chunk = os.read(self._fd, min(n, _READ_CHUNK))
+            if not chunk:
+                break
+            n -= len(chunk)
 
     def close(self) -> None:
         if self.proc.stdin is not None:
