@@ -1,0 +1,130 @@
+"""One timed start of a private local Ray (run by ray_start.py in a fresh process).
+
+argv: a JSON object {"env": {...}, "patch": [...], "system_config": {...}, "check": bool}.
+Prints one JSON line: import, start (init + one trivial task per CPU) and shutdown seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+spec = json.loads(sys.argv[1])
+os.environ.update(spec.get("env", {}))
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+t_import = time.perf_counter()
+import ray  # noqa: E402
+import ray._private.node  # noqa: E402
+import ray._private.parameter  # noqa: E402
+
+t_import = time.perf_counter() - t_import
+
+patches = set(spec.get("patch", []))
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+if patches & {"nomon", "nologmon"}:
+    base = ray._private.parameter.RayParams
+
+    class _Params(base):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            if "nomon" in patches:
+                self.no_monitor = True
+            if "nologmon" in patches:
+                self.include_log_monitor = False
+
+    ray._private.parameter.RayParams = _Params
+if "noapi" in patches:
+    def _no_api_server(self, *, include_dashboard, raise_on_failure):
+        self._webui_url = None
+
+    ray._private.node.Node.start_api_server = _no_api_server
+if patches & {"prewrite", "prewrite-dash"}:
+    # the raylet blocks until its agents write their ports to files; a minimal install's
+    # dashboard agent writes -1 (no metrics, no http), so write those before it starts
+    from ray._raylet import (
+        DASHBOARD_AGENT_LISTEN_PORT_NAME,
+        METRICS_AGENT_PORT_NAME,
+        METRICS_EXPORT_PORT_NAME,
+        RUNTIME_ENV_AGENT_PORT_NAME,
+        persist_port,
+    )
+
+    orig_start_raylet = ray._private.node.Node.start_raylet
+
+    def _start_raylet(self, *args, **kwargs):
+        if ray._private.utils.get_dashboard_dependency_error() is not None:
+            for name in (METRICS_AGENT_PORT_NAME, METRICS_EXPORT_PORT_NAME, DASHBOARD_AGENT_LISTEN_PORT_NAME):
+                persist_port(self._session_dir, self._node_id, name, -1)
+            if "prewrite" in patches:
+                self._ray_params.runtime_env_agent_port = _free_port()
+                persist_port(self._session_dir, self._node_id, RUNTIME_ENV_AGENT_PORT_NAME,
+                             self._ray_params.runtime_env_agent_port)
+        return orig_start_raylet(self, *args, **kwargs)
+
+    ray._private.node.Node.start_raylet = _start_raylet
+
+
+@ray.remote
+def _warm():
+    return os.getpid()
+
+
+@ray.remote(max_retries=2)
+def _flaky(marker):
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        os._exit(1)
+    return "retried"
+
+
+t0 = time.perf_counter()
+kwargs = {}
+if spec.get("system_config"):
+    kwargs["_system_config"] = spec["system_config"]
+if "tuned" in patches:
+    from codecorpus.runtime.executor import init_ray
+
+    init_ray(os.cpu_count() or 1, None, 256 * 1024 * 1024)
+else:
+  ray.init(
+    address="local",
+    num_cpus=os.cpu_count() or 1,
+    object_store_memory=256 * 1024 * 1024,
+    include_dashboard=False,
+    _node_ip_address="127.0.0.1",
+    log_to_driver=False,
+    **kwargs,
+  )
+t_init = time.perf_counter() - t0
+ray.get([_warm.remote() for _ in range(int(ray.cluster_resources()["CPU"]))])
+t1 = time.perf_counter()
+result = {"import": t_import, "init": t_init, "start": t1 - t0}
+if spec.get("check"):
+    import tempfile
+
+    import numpy as np
+
+    marker = os.path.join(tempfile.mkdtemp(), "died-once")
+    result["retry"] = ray.get(_flaky.remote(marker))
+    arr = np.arange(50 * 1024 * 1024 // 8, dtype=np.int64)
+    back = ray.get(ray.put(arr))
+    result["put_numpy_ok"] = bool((back == arr).all())
+    blob = os.urandom(50 * 1024 * 1024)
+    result["put_bytes_ok"] = ray.get(ray.put(blob)) == blob
+    result["session"] = ray._private.worker._global_node.get_session_dir_path()
+    t1 = time.perf_counter()
+ray.shutdown()
+result["shutdown"] = time.perf_counter() - t1
+print(json.dumps(result))
