@@ -1,5 +1,5 @@
 """``python -m codecorpus``: the same as the ``codecorpus`` command."""
 
-from codecorpus.cli import app
+from codecorpus.cli import main
 
-app()
+main()

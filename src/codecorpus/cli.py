@@ -339,5 +339,12 @@ def report(
     out.print(f"report took {time.perf_counter() - t0:.2f} s")
 
 
-def main() -> None:  # pragma: no cover - console entry point
-    sys.exit(app())
+def main() -> None:
+    """The console entry point: the command, then a Ray it started stopped at once (Ray's own
+    exit hook would first sleep 0.5 s for late error messages that ``log_to_driver=False`` drops)."""
+    try:
+        app()
+    finally:
+        executor = sys.modules.get("codecorpus.runtime.executor")
+        if executor is not None:
+            executor.stop_ray()

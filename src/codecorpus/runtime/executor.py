@@ -21,7 +21,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,8 +124,14 @@ def init_ray(workers: int | None, address: str | None, object_store_bytes: int =
         )
 
 
+def stop_ray() -> None:
+    """Stop (or leave) this process's Ray, if it runs."""
+    if ray.is_initialized():
+        ray.shutdown()
+
+
 @contextlib.contextmanager
-def _lean_local_start():
+def _lean_local_start() -> Iterator[None]:
     """Skip the head processes a private local ``ray.init`` starts but a pipeline never uses.
 
     ``ray.init`` has no option for these, so the start methods of Ray's private ``Node``
@@ -162,12 +168,12 @@ def _lean_local_start():
         yield
         return
 
-    def start_head_processes(self):
+    def start_head_processes(self: ray_node.Node) -> None:
         self._ray_params.no_monitor = True
         self._ray_params.include_log_monitor = False  # read after this, in start_ray_processes
         originals["start_head_processes"](self)
 
-    def start_api_server(self, *, include_dashboard, raise_on_failure):
+    def start_api_server(self: ray_node.Node, *args: object, **kwargs: object) -> None:
         self._webui_url = None
 
     with _START_PATCH_LOCK:
