@@ -48,7 +48,7 @@ FILE_TYPE = pa.struct(
     ]
 )
 """``excluded`` is ingest's reason for a file that is not code (vendored, lockfile, binary,
-generated, submodule ...), null for a code file; ``added``/``deleted`` are numstat's counts."""
+generated, submodule ...), null for a code file; ``added``/``deleted`` count its diff's lines as ``git --numstat`` does."""
 
 BEFORE_TYPE = pa.struct([pa.field("path", pa.string()), pa.field("text", pa.large_string())])
 SKIPPED_TYPE = pa.struct([pa.field("path", pa.string()), pa.field("reason", pa.string())])

@@ -452,20 +452,21 @@ def _file_entry(state: _Slice, f: gitlog.RawFile, paths: dict[bytes, str], diff:
     status = f.status
     if status == "modify" and f.old_mode != f.new_mode and f.old_oid == f.new_oid:
         status = "mode"
+    added, deleted, binary = gitlog.line_counts(diff)
     return {
         "path": path, "old_path": paths[f.old_path], "status": status, "old_mode": f.old_mode,
-        "new_mode": f.new_mode, "old_oid": f.old_oid, "new_oid": f.new_oid, "added": f.added,
-        "deleted": f.deleted, "binary": f.binary, "lang": lang,
-        "excluded": _file_exclusion(f, path_excluded, diff),
+        "new_mode": f.new_mode, "old_oid": f.old_oid, "new_oid": f.new_oid, "added": added,
+        "deleted": deleted, "binary": binary, "lang": lang,
+        "excluded": _file_exclusion(f, binary, path_excluded, diff),
     }  # fmt: skip
 
 
-def _file_exclusion(f: gitlog.RawFile, path_excluded: str | None, diff: str) -> str | None:
+def _file_exclusion(f: gitlog.RawFile, binary: bool, path_excluded: str | None, diff: str) -> str | None:
     if "160000" in (f.old_mode, f.new_mode):
         return "submodule"
     if "120000" in (f.old_mode, f.new_mode):
         return "symlink"
-    if f.binary:
+    if binary:
         return "binary"
     if path_excluded:
         return path_excluded
