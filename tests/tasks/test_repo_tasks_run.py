@@ -249,7 +249,7 @@ def test_a_commits_recipe_is_checked_when_it_loads(repos, change, message):
         load_recipe_data({**recipe(repos[0]), **change})
 
 
-def test_a_walk_without_commits_is_a_recipe_error_before_any_work(repos, tmp_path):
+def test_a_walk_without_commits_is_a_recipe_error_before_any_work(repos, tmp_path, ray_local):
     from codecorpus.model import RecipeError
 
     data = recipe(repos[0])

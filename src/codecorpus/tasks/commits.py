@@ -366,18 +366,21 @@ def _commit_drop(state: _Slice, raw: gitlog.RawCommit) -> tuple[str | None, str 
 
 def _decode_paths(files: list[gitlog.RawFile], min_evidence: int) -> dict[bytes, str] | None:
     """{raw path: text}; non-UTF-8 paths are decoded together, so their bytes are one body of evidence."""
+    try:
+        return {p: p.decode("utf-8") for f in files for p in (f.path, f.old_path)}
+    except UnicodeDecodeError:
+        pass
     out, bad = {}, []
     for p in {f.path for f in files} | {f.old_path for f in files}:
         try:
             out[p] = p.decode("utf-8")
         except UnicodeDecodeError:
             bad.append(p)
-    if bad:
-        bad.sort()
-        text, _, _ = exclusions.decode(b"\n".join(bad), min_evidence)
-        if text is None or len(text.split("\n")) != len(bad):
-            return None
-        out.update(zip(bad, text.split("\n"), strict=True))
+    bad.sort()
+    text, _, _ = exclusions.decode(b"\n".join(bad), min_evidence)
+    if text is None or len(text.split("\n")) != len(bad):
+        return None
+    out.update(zip(bad, text.split("\n"), strict=True))
     return out
 
 
@@ -398,9 +401,9 @@ def _build_row(state: _Slice, raw: gitlog.RawCommit, known: _License | None) -> 
     paths = _decode_paths(raw.files, cfg.min_encoding_evidence)
     if paths is None:
         return "undecodable_path", "non-UTF-8 path bytes, too little evidence for an encoding"
-    diffs = _decode_diff(raw.patch, cfg.min_encoding_evidence)
-    if isinstance(diffs, tuple):
-        return diffs
+    diff, diffs = _decode_diff(raw.patch, cfg.min_encoding_evidence)
+    if isinstance(diffs, str):
+        return diff, diffs
     if len(diffs) != len(raw.files):
         return "unparsable", f"{len(diffs)} patch sections for {len(raw.files)} files"
     files = [_file_entry(state, f, paths, d) for f, d in zip(raw.files, diffs, strict=True)]
@@ -417,7 +420,7 @@ def _build_row(state: _Slice, raw: gitlog.RawCommit, known: _License | None) -> 
         C.AUTHOR_DATE: raw.author_time, C.COMMITTER_DATE: raw.committer_time,  # epoch seconds: Arrow's timestamp("s")
         C.SUBJECT: subject.strip(), C.BODY: body.strip("\n"), C.MESSAGE_ENCODING: encoding,
         C.FILES: files, C.LINES_ADDED: sum(f["added"] for f in files), C.LINES_DELETED: sum(f["deleted"] for f in files),
-        C.DIFF: "".join(diffs),
+        C.DIFF: diff,
     }  # fmt: skip
     # before-images of the changed code files (not added, not copied, not excluded)
     wanted = [(r.old_oid, f["old_path"]) for r, f in zip(raw.files, files, strict=True)
@@ -425,20 +428,22 @@ def _build_row(state: _Slice, raw: gitlog.RawCommit, known: _License | None) -> 
     return _Row(row, wanted, known or _License(raw.sha))
 
 
-def _decode_diff(patch: bytes, min_evidence: int) -> list[str] | tuple[str, str]:
-    """Each file's diff as text: the whole patch at once when it is UTF-8, else file by file
-    (a diff may mix files in different encodings)."""
+def _decode_diff(patch: bytes, min_evidence: int) -> tuple[str, list[str]] | tuple[str, str]:
+    """(the diff as text, each file's part of it): the whole patch at once when it is UTF-8, else
+    file by file (a diff may mix files in different encodings); or (reason, detail) of a drop."""
     try:
-        return file_sections(patch.decode("utf-8"))
+        text = patch.decode("utf-8")
     except UnicodeDecodeError:
         pass
+    else:
+        return text, file_sections(text)
     out = []
     for section in gitlog.patch_sections(patch):
-        text = exclusions.decode(section, min_evidence)[0]
-        if text is None:
+        decoded = exclusions.decode(section, min_evidence)[0]
+        if decoded is None:
             return "undecodable_diff", "a file's diff is not UTF-8 and no encoding was detected"
-        out.append(text)
-    return out
+        out.append(decoded)
+    return "".join(out), out
 
 
 def file_language(path: str) -> str:

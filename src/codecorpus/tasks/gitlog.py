@@ -180,12 +180,12 @@ def parse_record(record: bytes) -> RawCommit:
         sha.decode("ascii"), parents.decode("ascii").split(), an, ae, int(at or 0), int(ct or 0),
         enc.decode("ascii", "replace"), message,
     )
-    rest = record[end + len(_HEADER_END) :]
-    if rest.startswith(b"\n"):
-        rest = rest[1:]
-    if rest:
-        commit.files, pos = _parse_raw(rest)
-        commit.patch = rest[pos:]
+    start = end + len(_HEADER_END)
+    if record.startswith(b"\n", start):
+        start += 1
+    if start < len(record):
+        commit.files, pos = _parse_raw(record, start)
+        commit.patch = record[pos:]
     return commit
 
 
@@ -195,13 +195,12 @@ _RAW_ENTRY = re.compile(
 )
 
 
-def _parse_raw(data: bytes) -> tuple[list[RawFile], int]:
-    """The changed files of a record's ``--raw`` section, and where its patch starts.
+def _parse_raw(data: bytes, pos: int) -> tuple[list[RawFile], int]:
+    """The changed files of the ``--raw`` section at ``pos`` of a record, and where its patch starts.
 
     One regex match per entry: the layout is fixed, so the fields come out as groups.
     """
     files: list[RawFile] = []
-    pos = 0
     while data.startswith(b":", pos):
         m = _RAW_ENTRY.match(data, pos)
         if m is None:
