@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from codecorpus import schema
 from codecorpus.config import RecipeError, load_recipe
@@ -173,6 +172,8 @@ def print_summary(result) -> None:
     included (mixture upsampling, long-context repetition), so its tokens are shown
     per set from the set manifests, never as one stage figure.
     """
+    from rich.table import Table  # after the run: not imported before Ray starts
+
     table = Table(title=f"codecorpus run: {result.run_dir}  ({result.seconds:.1f} s)")
     for col in ("stage", "shards", "docs in", "docs out", "dropped", "skipped", "MB in", "MB out", "tokens",
                 "seconds"):

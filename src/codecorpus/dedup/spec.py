@@ -12,11 +12,11 @@ import functools
 from typing import Any
 
 from codecorpus import schema
-from codecorpus.dedup import forks, near
 from codecorpus.dedup.config import DedupConfig
-from codecorpus.pipeline import tasks
 from codecorpus.pipeline.spec import Job, StageRun, StageSpec
-from codecorpus.pipeline.tasks import TaskContext
+
+TASK_MODULES = ("codecorpus.dedup.near", "codecorpus.dedup.forks", "codecorpus.pipeline.tasks")
+"""Imported when the phases run, not when the stage is declared (``StageSpec.modules``)."""
 
 
 def _part(run: StageRun, stage: str, i: int) -> tuple[str, ...]:
@@ -28,9 +28,12 @@ def _phase_in(run: StageRun, phase: str, p: int) -> tuple[str, ...]:
 
 
 def dedup_phases(run: StageRun) -> list[dict[str, Any]]:
+    from codecorpus.dedup import near
+    from codecorpus.pipeline import tasks
+
     cfg, ctx, upstream = run.cfg, run.task, run.upstream
     n, b = run.shard_count(upstream), cfg.buckets
-    up_ctx = TaskContext(run.run, upstream, run.hashes[upstream])
+    up_ctx = tasks.TaskContext(run.run, upstream, run.hashes[upstream])
     shard_rows = [tasks.read_marker(up_ctx, schema.shard_name(i))["stats"]["rows_out"] for i in range(n)]
     if cfg.forks.enabled:
         _fork_phases(run, n)
@@ -60,6 +63,9 @@ def dedup_phases(run: StageRun) -> list[dict[str, Any]]:
 
 
 def _apply_job(run: StageRun, i: int, b: int) -> Job:
+    from codecorpus.dedup import near
+    from codecorpus.pipeline import tasks
+
     cfg, ctx, upstream = run.cfg, run.task, run.upstream
     if not cfg.forks.enabled:
         args = (ctx, i, upstream, "keep", b, functools.partial(near.apply, cfg=cfg))
@@ -70,6 +76,9 @@ def _apply_job(run: StageRun, i: int, b: int) -> Job:
 
 def _signature_job(run: StageRun, i: int) -> Job:
     """The signatures task of shard ``i``; with forks on it reads the removed repositories too."""
+    from codecorpus.dedup import near
+    from codecorpus.pipeline import tasks
+
     cfg, ctx, upstream, name = run.cfg, run.task, run.upstream, f"sig-{schema.shard_name(i)}"
     if cfg.forks.enabled:
         fn = functools.partial(near.candidates_without_forks, cfg=cfg, seed=run.recipe.seed)
@@ -80,6 +89,9 @@ def _signature_job(run: StageRun, i: int) -> Job:
 
 def _fork_phases(run: StageRun, n: int) -> None:
     """fkeys (per shard) -> fcount (per hash bucket) -> fedges (per repo bucket) -> fdecide (one task)."""
+    from codecorpus.dedup import forks
+    from codecorpus.pipeline import tasks
+
     cfg, ctx, upstream, b = run.cfg, run.task, run.upstream, run.cfg.buckets
     run.run_phase("dedup: fork keys", [
         Job(f"fkeys-{schema.shard_name(i)}", tasks.scatter_task,
@@ -100,4 +112,4 @@ def _fork_phases(run: StageRun, n: int) -> None:
     ])
 
 
-DEDUP = StageSpec("dedup", "global", DedupConfig, phases=dedup_phases)
+DEDUP = StageSpec("dedup", "global", DedupConfig, phases=dedup_phases, modules=TASK_MODULES)

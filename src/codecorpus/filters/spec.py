@@ -5,9 +5,11 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from codecorpus.filters import decontam, stage
 from codecorpus.filters.config import FiltersConfig
 from codecorpus.pipeline.spec import StageRun, StageSpec
+
+TASK_MODULES = ("codecorpus.filters.stage", "codecorpus.filters.decontam")
+"""Imported when the stage runs, not when it is declared (``StageSpec.modules``)."""
 
 
 def with_driver_index(run_fn: Any) -> Any:
@@ -15,6 +17,8 @@ def with_driver_index(run_fn: Any) -> Any:
     built once, on the driver, and shipped to every task inside the stage function."""
 
     def make(run: StageRun) -> functools.partial:
+        from codecorpus.filters import decontam
+
         return functools.partial(run_fn, cfg=run.cfg, index=decontam.driver_index(run.cfg.decontam))
 
     return make
@@ -23,7 +27,18 @@ def with_driver_index(run_fn: Any) -> Any:
 def benchmark_parts(recipe: Any) -> list[Any]:
     """The benchmark files' bytes: a changed benchmark redoes decontamination."""
     cfg = recipe.stages.filters.decontam
-    return [decontam.benchmark_fingerprint(cfg)] if cfg is not None else []
+    if cfg is None:
+        return []
+    from codecorpus.filters import decontam
+
+    return [decontam.benchmark_fingerprint(cfg)]
 
 
-FILTERS = StageSpec("filters", "filter", FiltersConfig, map_fn=with_driver_index(stage.run), hash_parts=benchmark_parts)
+def filters_fn(run: StageRun) -> functools.partial:
+    from codecorpus.filters import stage
+
+    return with_driver_index(stage.run)(run)
+
+
+FILTERS = StageSpec("filters", "filter", FiltersConfig, map_fn=filters_fn, hash_parts=benchmark_parts,
+                    modules=TASK_MODULES)

@@ -13,13 +13,17 @@ import functools
 from typing import Any
 
 from codecorpus import schema
-from codecorpus.langid import stage
 from codecorpus.langid.config import LangidConfig
-from codecorpus.pipeline import tasks
 from codecorpus.pipeline.spec import Job, StageRun, StageSpec
+
+TASK_MODULES = ("codecorpus.langid.stage", "codecorpus.pipeline.tasks")
+"""Imported when the phases run, not when the stage is declared (``StageSpec.modules``)."""
 
 
 def langid_phases(run: StageRun) -> list[dict[str, Any]]:
+    from codecorpus.langid import stage
+    from codecorpus.pipeline import tasks
+
     cfg, ctx, upstream = run.cfg, run.task, run.upstream
     n = run.shard_count(upstream)
     run.run_phase("langid: scan", [
@@ -39,4 +43,4 @@ def langid_phases(run: StageRun) -> list[dict[str, Any]]:
     ])
 
 
-LANGID = StageSpec("langid", "global", LangidConfig, phases=langid_phases)
+LANGID = StageSpec("langid", "global", LangidConfig, phases=langid_phases, modules=TASK_MODULES)

@@ -10,21 +10,25 @@
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codecorpus import schema
-from codecorpus.mixing import task as mixtask
-from codecorpus.packing import longtask
-from codecorpus.packing import task as packtask
 from codecorpus.packing.config import OutputSet, PackConfig
-from codecorpus.pipeline import tasks
 from codecorpus.pipeline.spec import Job, StageRun, StageSpec
 from codecorpus.tokenize.config import TokenizerConfig
 from codecorpus.tokenize.spec import run_tokenizer
 
+if TYPE_CHECKING:
+    from codecorpus.packing import task as packtask
+
+TASK_MODULES = ("codecorpus.packing.task", "codecorpus.packing.longtask", "codecorpus.mixing.task")
+"""Imported when the phases run, not when the stage is declared (``StageSpec.modules``)."""
+
 
 def pack_phases(run: StageRun) -> list[dict[str, Any]]:
     """Every output set; a document is counted once per stage: the first set's view is the stage's rows."""
+    from codecorpus.packing import task as packtask
+
     upstream = run.upstream
     n = run.shard_count(upstream)
     tok_cfg = run_tokenizer(run)
@@ -51,6 +55,9 @@ def pack_phases(run: StageRun) -> list[dict[str, Any]]:
 
 def _pack_long(run: StageRun, out: OutputSet, n: int, tok_cfg: TokenizerConfig, tokens: int) -> list[dict]:
     """Long-context set: scatter files by repository -> assemble and pack each bucket."""
+    from codecorpus.packing import longtask
+    from codecorpus.pipeline import tasks
+
     buckets = longtask.bucket_count(out.long, tokens)  # sized by tokens, so memory is bounded
     phase = longtask.scatter_phase(out)
     run.run_phase(f"pack: {out.name} scatter", [
@@ -72,6 +79,8 @@ def _pack_long(run: StageRun, out: OutputSet, n: int, tok_cfg: TokenizerConfig, 
 
 def merge_small_shards(run: StageRun, out: OutputSet, results: list[dict]) -> packtask.EmittedShards:
     """Merge each packed shard below the split floor with its neighbours (``packing/shards.py``)."""
+    from codecorpus.packing import task as packtask
+
     kept, merges = packtask.plan_merges(results)
     jobs = [Job(m.task(out.name), packtask.merge_task, (run.task, out.name, out.seq_len, m)) for m in merges]
     merged = run.run_phase(f"merge: {out.name}", jobs) if jobs else []
@@ -80,6 +89,8 @@ def merge_small_shards(run: StageRun, out: OutputSet, results: list[dict]) -> pa
 
 def plan_mixes(run: StageRun, n: int, upstream_stats: dict[str, Any]) -> None:
     """Scan the tokenized shards of every mixed set, then plan them (``mixing/task.py``)."""
+    from codecorpus.mixing import task as mixtask
+
     mixed = mixtask.mixed_sets(run.recipe.outputs)
     for out in mixed:
         run.run_phase(f"pack: mix {out.name}", [
@@ -103,5 +114,5 @@ def output_parts(recipe: Any) -> list[Any]:
 
 PACK = StageSpec(
     "pack", "sink", PackConfig, phases=pack_phases, hash_parts=output_parts, upstream="tokenize",
-    output_dirs=("shards",), output_files=("manifest.json",),
+    output_dirs=("shards",), output_files=("manifest.json",), modules=TASK_MODULES,
 )

@@ -4,58 +4,92 @@ A recipe runs the stages of its pipeline that it enables (``stages.<name>: {...}
 this order, with the user's own stages (``stages.<name>: {use: ...}``) inserted after
 the stage each names in ``after:``. Adding a built-in stage is one module with its spec
 plus one entry here.
+
+Each pipeline's spec modules are imported when the pipeline is first asked for
+(``PRETRAIN``, ``pipeline_of``): a command checks and plans one pipeline, and need not
+import the stages of the other three before Ray starts.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from codecorpus.dedup.spec import DEDUP
-from codecorpus.envs.stages import ENV_DISCOVER, ENV_VERIFY, TASK_VALIDATE
-from codecorpus.filters.spec import FILTERS
-from codecorpus.ingest.spec import INGEST
-from codecorpus.langid.spec import LANGID
-from codecorpus.packing.spec import PACK
 from codecorpus.pipeline.config import insert_user_stages
 from codecorpus.pipeline.spec import Pipeline, StageSpec
-from codecorpus.pipeline.user import user_spec
-from codecorpus.sft.spec import (
-    SFT_DEDUP,
-    SFT_INGEST,
-    SFT_PACK,
-    SFT_RENDER,
-    SFT_SELECT,
-    SFT_VALIDATE,
-)
-from codecorpus.tasks.spec import (
-    COMMIT_DEDUP,
-    COMMIT_FILTERS,
-    COMMITS,
-    EDIT_SET,
-    TASK_CANDIDATES,
-    TASK_OUTPUTS,
-)
-from codecorpus.tokenize.spec import TOKENIZE
 
-PRETRAIN: Pipeline = (INGEST, LANGID, FILTERS, DEDUP, TOKENIZE, PACK)
-SFT: Pipeline = (SFT_INGEST, SFT_VALIDATE, SFT_SELECT, SFT_DEDUP, SFT_RENDER, SFT_PACK)
-REPO_TASKS: Pipeline = (
-    COMMITS, COMMIT_FILTERS, COMMIT_DEDUP, TASK_CANDIDATES, EDIT_SET, SFT_RENDER, TASK_OUTPUTS,
-)
-REPO_ENVS: Pipeline = (ENV_DISCOVER, ENV_VERIFY, TASK_VALIDATE)
-PIPELINES: dict[str, Pipeline] = {
-    "pretrain": PRETRAIN, "sft": SFT, "repo-tasks": REPO_TASKS, "repo-envs": REPO_ENVS,
-}
+
+def _pretrain() -> Pipeline:
+    from codecorpus.dedup.spec import DEDUP
+    from codecorpus.filters.spec import FILTERS
+    from codecorpus.ingest.spec import INGEST
+    from codecorpus.langid.spec import LANGID
+    from codecorpus.packing.spec import PACK
+    from codecorpus.tokenize.spec import TOKENIZE
+
+    return (INGEST, LANGID, FILTERS, DEDUP, TOKENIZE, PACK)
+
+
+def _sft() -> Pipeline:
+    from codecorpus.sft.spec import (
+        SFT_DEDUP,
+        SFT_INGEST,
+        SFT_PACK,
+        SFT_RENDER,
+        SFT_SELECT,
+        SFT_VALIDATE,
+    )
+
+    return (SFT_INGEST, SFT_VALIDATE, SFT_SELECT, SFT_DEDUP, SFT_RENDER, SFT_PACK)
+
+
+def _repo_tasks() -> Pipeline:
+    from codecorpus.sft.spec import SFT_RENDER
+    from codecorpus.tasks.spec import (
+        COMMIT_DEDUP,
+        COMMIT_FILTERS,
+        COMMITS,
+        EDIT_SET,
+        TASK_CANDIDATES,
+        TASK_OUTPUTS,
+    )
+
+    return (COMMITS, COMMIT_FILTERS, COMMIT_DEDUP, TASK_CANDIDATES, EDIT_SET, SFT_RENDER, TASK_OUTPUTS)
+
+
+def _repo_envs() -> Pipeline:
+    from codecorpus.envs.stages import ENV_DISCOVER, ENV_VERIFY, TASK_VALIDATE
+
+    return (ENV_DISCOVER, ENV_VERIFY, TASK_VALIDATE)
+
+
+_PIPELINES = {"PRETRAIN": _pretrain, "SFT": _sft, "REPO_TASKS": _repo_tasks, "REPO_ENVS": _repo_envs}
+"""The pipelines by module attribute: ``PRETRAIN`` is ``_pretrain()``, made once."""
+_KEYS = {"pretrain": "PRETRAIN", "sft": "SFT", "repo-tasks": "REPO_TASKS", "repo-envs": "REPO_ENVS"}
+
+
+def __getattr__(name: str) -> Any:
+    """``PRETRAIN``, ``SFT``, ``REPO_TASKS``, ``REPO_ENVS`` and ``PIPELINES`` (all four by name), made on first use."""
+    if name in _PIPELINES:
+        globals()[name] = pipeline = _PIPELINES[name]()
+        return pipeline
+    if name == "PIPELINES":
+        return {key: _pipeline(attr) for key, attr in _KEYS.items()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _pipeline(attr: str) -> Pipeline:
+    """The pipeline ``attr`` names, as set on this module (a test may replace one) or made now."""
+    return globals()[attr] if attr in globals() else __getattr__(attr)
 
 
 def pipeline_of(recipe: Any) -> Pipeline:
     """The pipeline a recipe runs: environments when it discovers them, SFT when it ingests
     traces, repository tasks when it mines commits, else pretraining."""
     if recipe.stages.env_discover is not None:
-        return REPO_ENVS
+        return _pipeline("REPO_ENVS")
     if recipe.stages.sft_ingest is not None:
-        return SFT
-    return REPO_TASKS if recipe.stages.commits is not None else PRETRAIN
+        return _pipeline("SFT")
+    return _pipeline("REPO_TASKS" if recipe.stages.commits is not None else "PRETRAIN")
 
 
 def enabled_specs(recipe: Any) -> list[StageSpec]:
@@ -64,7 +98,10 @@ def enabled_specs(recipe: Any) -> list[StageSpec]:
     builtin = [spec for spec in pipeline_of(recipe) if spec.config(recipe, spec.name) is not None]
     user = recipe.stages.user_stages()
     by_name = {spec.name: spec for spec in builtin}
-    by_name.update({name: user_spec(name, cfg) for name, cfg in user.items()})
+    if user:  # only then: the user-stage checks import pyarrow.compute
+        from codecorpus.pipeline.user import user_spec
+
+        by_name.update({name: user_spec(name, cfg) for name, cfg in user.items()})
     return [by_name[name] for name in insert_user_stages([s.name for s in builtin], user)]
 
 

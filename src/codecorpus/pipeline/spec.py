@@ -26,14 +26,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-import pyarrow as pa
-
 from codecorpus import schema
-from codecorpus.stage import MapResult
 
-if TYPE_CHECKING:  # type names only: the recipe is built from the parts' configs
+if TYPE_CHECKING:  # type names only: the recipe is built from the parts' configs, and declaring
+    # a spec imports neither pyarrow nor MapResult's module (pyarrow.compute, numpy)
+    import pyarrow as pa
+
     from codecorpus.config import Recipe
     from codecorpus.pipeline.tasks import TaskContext
+    from codecorpus.stage import MapResult
 
 Kind = Literal["source", "annotator", "filter", "global", "sink"]
 MAP_KINDS: tuple[Kind, ...] = ("annotator", "filter")
@@ -145,6 +146,9 @@ class StageSpec:
     """Run-directory files a sink owns (``manifest.json``): removed on reset."""
     check: Callable[[Recipe], None] | None = None
     """Raises RecipeError before any work when the stage cannot run (e.g. a bad ``use:``)."""
+    modules: tuple[str, ...] = field(default=())
+    """The task-body modules the stage's functions import when they run, not when the spec is
+    declared (so checking a recipe imports no stage's dependencies): ``imports()``."""
 
     def __post_init__(self) -> None:
         needs = {
@@ -154,6 +158,13 @@ class StageSpec:
         missing = [k for k in needs if getattr(self, k) is None]
         if missing:
             raise TypeError(f"stage spec {self.name} (kind {self.kind}) needs {', '.join(missing)}")
+
+    def imports(self) -> tuple[str, ...]:
+        """Every module the stage's jobs need: its spec's own module(s) and ``modules``. The runtime
+        imports them beside Ray's start, on the driver (which builds the jobs) and on each worker."""
+        fns = (self.plan, self.source_jobs, self.map_fn, self.phases)
+        own = {getattr(fn, "__module__", None) or "functools" for fn in fns if fn is not None} - {"functools"}
+        return (*sorted(own), *self.modules)
 
 
 Pipeline = tuple[StageSpec, ...]

@@ -21,11 +21,11 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ray
 from rich.console import Console
@@ -40,15 +40,19 @@ from rich.progress import (
 
 from codecorpus import schema
 from codecorpus.config import STAGE_ORDER, Recipe, RecipeError, config_hash, recipe_to_yaml
-from codecorpus.pipeline import tasks
 from codecorpus.pipeline.pipelines import check_stages, enabled_specs, pipeline_of
 from codecorpus.pipeline.spec import MAP_KINDS, Job, StageSpec
-from codecorpus.pipeline.tasks import TaskContext
 from codecorpus.runtime import memory
 from codecorpus.storage import mirror as store
 from codecorpus.storage.atomic import OutputWriteError, atomic_write_bytes, remove_stale_temps
 from codecorpus.storage.faults import checkpoint
 from codecorpus.storage.mirror import ensure_local
+
+if TYPE_CHECKING:
+    from codecorpus.pipeline.tasks import TaskContext
+
+# codecorpus.pipeline.tasks (pyarrow.compute, numpy) is imported where it is used, once the run
+# runs: ``start`` imports it beside Ray's start (WARM_MODULES), not before it.
 
 DEFAULT_OBJECT_STORE_BYTES = 512 * 1024**2
 WORKER_NICENESS_ENV = "RAY_worker_niceness"
@@ -200,30 +204,45 @@ def start(recipe: Recipe, run_dir: Path, workers: int | None = None, address: st
     """
     cap = (workers or recipe.workers) if address else None
     executor = Executor(recipe, run_dir, console=console, quiet=quiet, max_tasks=cap)
+    modules = warm_modules(executor.specs.values())
     executor.ray_ready.clear()
+
+    def plan() -> None:
+        executor.plan()
+        _import(modules)  # the driver builds the stages' jobs from these: imported here, beside Ray's start
+
     with ThreadPoolExecutor(1, thread_name_prefix="codecorpus-plan") as pool:
-        planned = pool.submit(executor.plan)
+        planned = pool.submit(plan)
         t0 = time.perf_counter()
         try:
             init_ray(workers or recipe.workers, address)
         finally:
             executor.ray_ready.set()  # a planning thread waiting on Ray goes on (and fails there if Ray did)
         for _ in range(int(ray.cluster_resources().get("CPU", 1))):
-            _warm.remote()
+            _warm.remote(modules)
         executor.ray_seconds = time.perf_counter() - t0
         planned.result()
     return executor
 
 
-WARM_MODULES = ("codecorpus.pipeline.pipelines", "codecorpus.pipeline.tasks", "pyarrow.parquet")
-"""Every stage spec (and through them the task bodies), the shared task kinds, the Parquet reader."""
+WARM_MODULES = ("codecorpus.pipeline.tasks", "pyarrow.parquet")
+"""The shared task kinds and the Parquet reader; each stage adds its own (``StageSpec.imports``)."""
+
+
+def warm_modules(specs: Iterable[StageSpec]) -> list[str]:
+    """What the tasks of these stages import: the shared modules, then each stage's spec and task bodies."""
+    return list(dict.fromkeys([*WARM_MODULES, *(m for spec in specs for m in spec.imports())]))
+
+
+def _import(modules: Sequence[str]) -> None:
+    for module in modules:
+        importlib.import_module(module)
 
 
 @ray.remote
-def _warm() -> None:
-    """Import what every task needs, so a worker's first shard does not pay for it."""
-    for module in WARM_MODULES:
-        importlib.import_module(module)
+def _warm(modules: Sequence[str]) -> None:
+    """Import what the run's tasks need, so a worker's first shard does not pay for it."""
+    _import(modules)
 
 
 @ray.remote(max_retries=TASK_RETRIES, retry_exceptions=True, scheduling_strategy="SPREAD")  # as Ray Data reads
@@ -309,6 +328,8 @@ class Executor:
 
     def _run_stage(self, spec: StageSpec) -> tuple[int, int]:
         """Plan and run one stage by its kind; write its stats. Returns (ran, skipped) output tasks."""
+        from codecorpus.pipeline import tasks
+
         self._require_upstream(spec)
         self._prepare_stage_dir(spec)
         stage = self.stage_run(spec.name)
@@ -411,6 +432,8 @@ class Executor:
 
         Results come back in job order whatever order the tasks finish in.
         """
+        from codecorpus.pipeline import tasks
+
         results: list[dict | None] = [None] * len(jobs)
         waiting: deque[int] = deque()
         for i, job in enumerate(jobs):
@@ -517,6 +540,8 @@ class _StageRun:
         self.recipe = executor.recipe
         self.run = executor.run
         self.hashes = executor._hashes
+        from codecorpus.pipeline.tasks import TaskContext
+
         self.task = TaskContext(executor.run, spec.name, executor._hashes[spec.name])
         self.upstream = executor.upstream_of(spec.name)
         self.shards = executor._shards

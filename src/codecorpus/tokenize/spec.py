@@ -9,15 +9,19 @@ from codecorpus.model import config_hash
 from codecorpus.pipeline.spec import StageRun, StageSpec
 from codecorpus.storage.atomic import atomic_write_bytes
 from codecorpus.storage.mirror import ensure_local
-from codecorpus.tokenize import stage, training
 from codecorpus.tokenize.config import TokenizeConfig, TokenizerConfig
-from codecorpus.tokenize.tokenizer import with_set_tokens
+
+TASK_MODULES = ("codecorpus.tokenize.stage", "codecorpus.tokenize.tokenizer")
+"""Imported when the stage runs, not when it is declared (``StageSpec.modules``)."""
 
 
 def run_tokenizer(run: StageRun) -> TokenizerConfig:
     """The recipe's tokenizer with the tokens its output sets need (FIM, repository markers);
     a ``train:`` tokenizer is trained once, on a worker, into RUN/tokenizer/ from the shards
     that tokenize reads."""
+    from codecorpus.tokenize import training
+    from codecorpus.tokenize.tokenizer import with_set_tokens
+
     cfg = with_set_tokens(run.recipe.tokenizer, run.recipe.outputs)
     if cfg.train is None:
         return cfg
@@ -33,6 +37,8 @@ def run_tokenizer(run: StageRun) -> TokenizerConfig:
 
 
 def tokenize_fn(run: StageRun) -> functools.partial:
+    from codecorpus.tokenize import stage
+
     return functools.partial(stage.run, cfg=run.cfg, tokenizer_cfg=run_tokenizer(run))
 
 
@@ -40,4 +46,5 @@ def tokenizer_parts(recipe: Any) -> list[Any]:
     return [recipe.tokenizer]
 
 
-TOKENIZE = StageSpec("tokenize", "annotator", TokenizeConfig, map_fn=tokenize_fn, hash_parts=tokenizer_parts)
+TOKENIZE = StageSpec("tokenize", "annotator", TokenizeConfig, map_fn=tokenize_fn, hash_parts=tokenizer_parts,
+                     modules=TASK_MODULES)
