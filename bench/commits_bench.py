@@ -118,8 +118,9 @@ def _walk_child(gitdir: str) -> None:
     print(commits, flush=True)
 
 
-def busy_rates(gitdir: str, copies: int) -> tuple[float, float]:
-    """(git, codecorpus) commits per wall second per CPU with ``copies`` walks at once; best of 3."""
+def busy_rates(gitdir: str, copies: int) -> tuple[float, float, int]:
+    """(git, codecorpus) commits per wall second per CPU with ``copies`` walks at once, best of 3,
+    and the walk's commits."""
     git_cmd = ["git", f"--git-dir={gitdir}", "log", "--first-parent", "-p", "--numstat", "--raw", "-M", "HEAD"]
     commits = int(subprocess.run(["git", f"--git-dir={gitdir}", "rev-list", "--count", "--first-parent", "HEAD"],
                                  capture_output=True, check=True).stdout)  # fmt: skip
@@ -129,7 +130,7 @@ def busy_rates(gitdir: str, copies: int) -> tuple[float, float]:
         procs = [subprocess.Popen(git_cmd, stdout=subprocess.DEVNULL, env=GIT_ENV) for _ in range(copies)]
         for p in procs:
             p.wait()
-        git_best = max(git_best, commits * copies / (time.perf_counter() - t0) / copies)
+        git_best = max(git_best, commits / (time.perf_counter() - t0))
         walkers = [subprocess.Popen([sys.executable, __file__, "--walk-child", gitdir], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, text=True) for _ in range(copies)]  # fmt: skip
         for w in walkers:
@@ -143,7 +144,7 @@ def busy_rates(gitdir: str, copies: int) -> tuple[float, float]:
         cc_best = max(cc_best, walked / (time.perf_counter() - t0) / copies)
         for w in walkers:
             w.wait()
-    return git_best, cc_best
+    return git_best, cc_best, commits
 
 
 def main() -> None:
@@ -179,9 +180,7 @@ def main() -> None:
         print(f"{'repository':<24}{'git c/s/core':>15}{'codecorpus c/s/core':>22}{'ratio':>8}")
         wall = {"git": 0.0, "cc": 0.0}
         for repo in repos:
-            git_rate, cc_rate = busy_rates(str(repo), cpus)
-            n = int(subprocess.run(["git", f"--git-dir={repo}", "rev-list", "--count", "--first-parent", "HEAD"],
-                                   capture_output=True, check=True).stdout)  # fmt: skip
+            git_rate, cc_rate, n = busy_rates(str(repo), cpus)
             wall["git"] += n / git_rate
             wall["cc"] += n / cc_rate
             print(f"{repo.name:<24}{git_rate:>15.0f}{cc_rate:>22.0f}{git_rate / cc_rate:>8.2f}")

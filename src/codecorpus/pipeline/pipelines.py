@@ -30,30 +30,17 @@ def _pretrain() -> Pipeline:
 
 
 def _sft() -> Pipeline:
-    from codecorpus.sft.spec import (
-        SFT_DEDUP,
-        SFT_INGEST,
-        SFT_PACK,
-        SFT_RENDER,
-        SFT_SELECT,
-        SFT_VALIDATE,
-    )
+    from codecorpus.sft import spec as sft
 
-    return (SFT_INGEST, SFT_VALIDATE, SFT_SELECT, SFT_DEDUP, SFT_RENDER, SFT_PACK)
+    return (sft.SFT_INGEST, sft.SFT_VALIDATE, sft.SFT_SELECT, sft.SFT_DEDUP, sft.SFT_RENDER, sft.SFT_PACK)
 
 
 def _repo_tasks() -> Pipeline:
     from codecorpus.sft.spec import SFT_RENDER
-    from codecorpus.tasks.spec import (
-        COMMIT_DEDUP,
-        COMMIT_FILTERS,
-        COMMITS,
-        EDIT_SET,
-        TASK_CANDIDATES,
-        TASK_OUTPUTS,
-    )
+    from codecorpus.tasks import spec as tasks
 
-    return (COMMITS, COMMIT_FILTERS, COMMIT_DEDUP, TASK_CANDIDATES, EDIT_SET, SFT_RENDER, TASK_OUTPUTS)
+    return (tasks.COMMITS, tasks.COMMIT_FILTERS, tasks.COMMIT_DEDUP, tasks.TASK_CANDIDATES, tasks.EDIT_SET,
+            SFT_RENDER, tasks.TASK_OUTPUTS)  # fmt: skip
 
 
 def _repo_envs() -> Pipeline:

@@ -22,6 +22,7 @@ in the error when it fails).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -163,7 +164,7 @@ class StageSpec:
         """Every module the stage's jobs need: its spec's own module(s) and ``modules``. The runtime
         imports them beside Ray's start, on the driver (which builds the jobs) and on each worker."""
         fns = (self.plan, self.source_jobs, self.map_fn, self.phases)
-        own = {getattr(fn, "__module__", None) or "functools" for fn in fns if fn is not None} - {"functools"}
+        own = {fn.__module__ for fn in fns if fn is not None and not isinstance(fn, functools.partial)}
         return (*sorted(own), *self.modules)
 
 

@@ -134,6 +134,10 @@ def stop_ray() -> None:
         ray.shutdown()
 
 
+_START_PATCH_LOCK = threading.Lock()
+"""Held while Ray's ``Node`` start methods are patched (one ``ray.init`` at a time)."""
+
+
 @contextlib.contextmanager
 def _lean_local_start() -> Iterator[None]:
     """Skip the head processes a private local ``ray.init`` starts but a pipeline never uses.
@@ -189,8 +193,6 @@ def _lean_local_start() -> Iterator[None]:
             for name, fn in originals.items():
                 setattr(node_class, name, fn)
 
-
-_START_PATCH_LOCK = threading.Lock()
 
 
 def start(recipe: Recipe, run_dir: Path, workers: int | None = None, address: str | None = None,
