@@ -83,10 +83,10 @@ def test_qwen25_round_trip_and_special_text_stays_text() -> None:
     assert len(literal) > 1 and tok.decode(literal) == "<|endoftext|>"
 
 
-def test_encode_batch_threads_do_not_change_ids() -> None:
+def test_engine_gives_the_library_ids_on_stdlib() -> None:
     tok = load_tokenizer(QWEN)
     texts = stdlib_files(20)
-    assert tok.encode_batch(texts, num_threads=4) == tok.encode_batch(texts)
+    assert tok.encode_batch(texts) == tok.encoder.reference(texts)
 
 
 def test_fingerprint_pins_the_vocabulary_file() -> None:

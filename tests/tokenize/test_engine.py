@@ -1,0 +1,144 @@
+"""The encoding engine (fastokens) against each vocabulary's own library, id for id."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import random
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from test_tokenizer import TRICKY, stdlib_files
+
+from codecorpus.config import TokenizeConfig, TokenizerConfig, TrainTokenizerConfig
+from codecorpus.tokenize import stage
+from codecorpus.tokenize.tokenizer import (
+    PROBE,
+    Encoder,
+    EngineMismatch,
+    load_tokenizer,
+    sample_for_training,
+    train_tokenizer,
+)
+
+PIECES = [
+    "a", "Z", " ", "  ", "\t", "\n", "\r\n", "\r", "\u00a0", "\u3000", "\u2028", "\x0b", "\x0c", "\x85",
+    "\x1c", "'s", "'S", "'ll", "123", "4567", "é", "ß", "中文", "日本語", "한국어", "😀", "👍🏽", "\u200b",
+    "\x00", "<|endoftext|>", "<|im_start|>", "<|fim_prefix|>", "def", " foo", "_bar", ".x", "!!", "    ",
+    "\n    ", "\ufb01", "Ω", "\u0301", "١٢٣", "\U0001d518", "\ufeff", "\U0010ffff", "e\u0301",
+]  # fmt: skip
+
+
+def fuzz_texts(n: int, seed: int = 0) -> list[str]:
+    """Seeded strings mixing the pieces pre-tokenizers split differently (spaces, digits, scripts, specials)."""
+    rng = random.Random(seed)
+    return ["".join(rng.choice(PIECES) for _ in range(rng.randint(1, 60))) for _ in range(n)]
+
+
+def corpus() -> list[str]:
+    return [*stdlib_files(120), *TRICKY, *fuzz_texts(3000), " " * 20000 + "x", "a" * 50000, "\n" * 5000, ""]
+
+
+def assert_same_as_library(cfg: TokenizerConfig) -> None:
+    tok = load_tokenizer(cfg)
+    assert tok.engine == "fastokens"
+    texts = corpus()
+    ours, theirs = tok.encode_batch(texts), tok.encoder.reference(texts)
+    differ = [i for i, (a, b) in enumerate(zip(ours, theirs, strict=True)) if a != b]
+    assert not differ, f"{len(differ)} of {len(texts)} texts differ, first {[texts[i][:40] for i in differ[:3]]}"
+    assert sum(map(len, ours)) > 300_000  # real volume was compared
+
+
+def test_gpt2_engine_gives_tiktokens_ids() -> None:
+    assert_same_as_library(TokenizerConfig(builtin="gpt2"))
+
+
+def test_qwen25_engine_gives_tiktokens_ids() -> None:
+    assert_same_as_library(TokenizerConfig(builtin="qwen2.5"))
+
+
+def test_tiktoken_file_engine_gives_tiktokens_ids(tmp_path: Path) -> None:
+    copy = tmp_path / "copy.tiktoken"
+    shutil.copyfile(load_tokenizer(TokenizerConfig(builtin="qwen2.5")).files[0], copy)
+    assert_same_as_library(TokenizerConfig(path=str(copy), special_tokens=("<|endoftext|>",)))
+
+
+def test_trained_tokenizer_json_engine_gives_hf_ids(tmp_path: Path) -> None:
+    """A BPE this project trains (Split regex + ByteLevel), with added special tokens."""
+    cfg = TrainTokenizerConfig(vocab_size=2048, min_frequency=2, sample_bytes=1_000_000)
+    path = train_tokenizer(sample_for_training(stdlib_files(300), cfg.sample_bytes), cfg, tmp_path)
+    assert_same_as_library(TokenizerConfig(path=str(path), added_tokens=("<|fim_prefix|>", "<|repo_name|>")))
+
+
+def test_flat_form_matches_the_lists() -> None:
+    tok = load_tokenizer(TokenizerConfig(builtin="gpt2"))
+    texts = ["", "def f():\n    pass\n", "", "x"]
+    ids, offsets = tok.encode_flat(texts)
+    assert ids.dtype == np.uint32 and offsets.dtype == np.int64
+    assert offsets.tolist()[0] == 0 and len(offsets) == len(texts) + 1
+    assert [ids[a:b].tolist() for a, b in itertools.pairwise(offsets)] == tok.encode_batch(texts)
+
+
+# --- choosing the engine, and the per-shard check -----------------------------------------
+
+
+def _with_encoder(fast, name: str = "gpt2"):
+    tok = load_tokenizer(TokenizerConfig(builtin=name))
+    return dataclasses.replace(tok, encoder=Encoder(tok.name, "tiktoken", tok.encoder.reference, fast))
+
+
+def test_a_vocabulary_fastokens_cannot_load_is_encoded_by_the_library(caplog: pytest.LogCaptureFixture) -> None:
+    def cannot_load():
+        raise ValueError("unsupported pre-tokenizer")
+
+    tok = _with_encoder(cannot_load)
+    with caplog.at_level(logging.WARNING):
+        assert tok.engine == "tiktoken"
+    assert "cannot load it" in caplog.text and "unsupported pre-tokenizer" in caplog.text
+    texts = stdlib_files(5) + TRICKY
+    assert tok.encode_batch(texts) == tok.encoder.reference(texts)
+    tok.check(texts[0])  # the library is its own reference
+
+
+def _off_by_one_except_on(good: set[str], real):
+    """A flat encoder that gives the real ids for ``good`` texts and shifted ids for the rest."""
+
+    def encode_flat(texts: list[str]):
+        ids, offsets = real(texts)
+        ids = ids.copy()
+        for i, text in enumerate(texts):
+            if text not in good:
+                ids[offsets[i] : offsets[i + 1]] += 1
+        return ids, offsets
+
+    return encode_flat
+
+
+def test_an_engine_that_fails_the_probe_is_not_used(caplog: pytest.LogCaptureFixture) -> None:
+    real = load_tokenizer(TokenizerConfig(builtin="gpt2")).encoder.engine()[1]
+    tok = _with_encoder(lambda: _off_by_one_except_on(set(), real))
+    with caplog.at_level(logging.WARNING):
+        assert tok.engine == "tiktoken"
+    assert "differently" in caplog.text
+
+
+def test_an_engine_wrong_on_a_shard_fails_the_task() -> None:
+    """It passed the probe, then disagrees with the library on a shard's first document."""
+    real = load_tokenizer(TokenizerConfig(builtin="gpt2")).encoder.engine()[1]
+    tok = _with_encoder(lambda: _off_by_one_except_on({PROBE, ""}, real))
+    assert tok.engine == "fastokens"
+    with pytest.raises(EngineMismatch, match="fastokens and tiktoken differ at token 0"):
+        tok.check("def f():\n    return 1\n")
+
+
+def test_the_stage_checks_each_shard(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = load_tokenizer(TokenizerConfig(builtin="gpt2")).encoder.engine()[1]
+    tok = _with_encoder(lambda: _off_by_one_except_on({PROBE, ""}, real))
+    monkeypatch.setattr(stage, "load_tokenizer", lambda _cfg: tok)
+    table = pa.table({"text": pa.array(["import os\n", "x = 1\n"], pa.large_string())})
+    with pytest.raises(EngineMismatch):
+        stage.run(table, TokenizeConfig(), TokenizerConfig(builtin="gpt2"))
