@@ -17,14 +17,14 @@ so ids differ from theirs on non-NFC input (rare in code), and in exchange
 ``decode(encode(text)) == text`` holds for every document.
 
 The library is the reference; the ids come from ``fastokens``, a Rust engine
-(PCRE2 pre-tokenizer, cached BPE) that encodes the same vocabularies 10-15x
-faster per core on code and returns a batch as one flat id buffer. It is used
-for a vocabulary only after it gave the library's own ids on :data:`PROBE`
-when loaded, and the tokenize stage checks each shard's first document
-against the library again (:meth:`Tokenizer.check`); a vocabulary it cannot
-load or does not match is encoded by the library itself. Both pools are held
-to one thread (``RAYON_NUM_THREADS``, ``FASTOKENS_BPE_THREADS``) unless the
-caller set them: a Ray task owns one CPU.
+(PCRE2 pre-tokenizer, cached BPE) that encodes the same vocabularies one to two
+orders of magnitude faster per core on code and returns a batch as one flat id
+buffer. It is used for a vocabulary only after it gave the library's own ids on
+:data:`PROBE` at its first encode in the process, and the tokenize stage checks
+each shard's first document against the library again (:meth:`Tokenizer.check`);
+a vocabulary it cannot load or does not match is encoded by the library itself.
+Its pool is held to one thread (``FASTOKENS_BPE_THREADS``) unless the caller set
+it: a Ray task owns one CPU.
 """
 
 from __future__ import annotations
@@ -365,7 +365,7 @@ class Encoder:
     library: str
     reference: Callable[[list[str]], list[list[int]]]
     fast: Callable[[], Callable[[list[str]], FlatIds]]
-    _chosen: tuple[str, Callable[[list[str]], FlatIds]] | None = None
+    _chosen: tuple[str, Callable[[list[str]], FlatIds]] | None = field(default=None, init=False, repr=False)
 
     def engine(self) -> tuple[str, Callable[[list[str]], FlatIds]]:
         """(engine name, flat encoder)."""
