@@ -12,7 +12,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+import tokenizers
 from test_tokenizer import TRICKY, stdlib_files
+from tokenizers import decoders, models, normalizers, pre_tokenizers
 
 from codecorpus.config import TokenizeConfig, TokenizerConfig, TrainTokenizerConfig
 from codecorpus.tokenize import stage
@@ -74,13 +76,44 @@ def test_trained_tokenizer_json_engine_gives_hf_ids(tmp_path: Path) -> None:
     assert_same_as_library(TokenizerConfig(path=str(path), added_tokens=("<|fim_prefix|>", "<|repo_name|>")))
 
 
-def test_flat_form_matches_the_lists() -> None:
+def test_flat_form_holds_the_library_ids() -> None:
     tok = load_tokenizer(TokenizerConfig(builtin="gpt2"))
     texts = ["", "def f():\n    pass\n", "", "x"]
     ids, offsets = tok.encode_flat(texts)
     assert ids.dtype == np.uint32 and offsets.dtype == np.int64
     assert offsets.tolist()[0] == 0 and len(offsets) == len(texts) + 1
-    assert [ids[a:b].tolist() for a, b in itertools.pairwise(offsets)] == tok.encode_batch(texts)
+    assert [ids[a:b].tolist() for a, b in itertools.pairwise(offsets)] == tok.encoder.reference(texts)
+
+
+def test_tokenizer_json_with_normalizer_and_plain_added_tokens(tmp_path: Path) -> None:
+    """An NFC normalizer and an added token that is not special (HF matches it in text)."""
+    hf = tokenizers.Tokenizer(models.BPE())
+    hf.normalizer = normalizers.NFC()
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.train_from_iterator(stdlib_files(60), tokenizers.trainers.BpeTrainer(vocab_size=1500, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    hf.add_tokens(["<tool_call>"])
+    path = tmp_path / "tokenizer.json"
+    hf.save(str(path))
+    assert_same_as_library(TokenizerConfig(path=str(path)))
+    tok = load_tokenizer(TokenizerConfig(path=str(path)))
+    assert tok.encode_batch(["a <tool_call> b"])[0].count(hf.token_to_id("<tool_call>")) == 1
+
+
+def test_truncation_and_padding_of_a_tokenizer_json_are_off(tmp_path: Path) -> None:
+    hf = tokenizers.Tokenizer(models.BPE())
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.train_from_iterator(stdlib_files(20), tokenizers.trainers.BpeTrainer(vocab_size=600, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    hf.decoder = decoders.ByteLevel()
+    hf.enable_truncation(max_length=8)
+    hf.enable_padding(pad_id=0, pad_token="<|endoftext|>")
+    path = tmp_path / "tokenizer.json"
+    hf.save(str(path))
+    tok = load_tokenizer(TokenizerConfig(path=str(path)))
+    texts = [stdlib_files(1)[0][:2000], "x"]
+    ids = tok.encode_batch(texts)
+    assert tok.engine == "fastokens"
+    assert len(ids[0]) > 100 and len(ids[1]) == 1  # neither cut to 8 nor padded to the longest
+    assert [tok.decode(i) for i in ids] == texts
 
 
 # --- choosing the engine, and the per-shard check -----------------------------------------
@@ -135,10 +168,20 @@ def test_an_engine_wrong_on_a_shard_fails_the_task() -> None:
         tok.check("def f():\n    return 1\n")
 
 
+def test_the_first_text_a_process_encodes_is_checked() -> None:
+    """Whatever part of the pipeline encodes first (FIM, SFT rendering, long-context markers)."""
+    real = load_tokenizer(TokenizerConfig(builtin="gpt2")).encoder.engine()[1]
+    tok = _with_encoder(lambda: _off_by_one_except_on({PROBE, ""}, real))
+    tok.encode_batch(["", ""])  # nothing to check yet
+    with pytest.raises(EngineMismatch):
+        tok.encode_batch(["", "x = 1\n"])
+
+
 def test_the_stage_checks_each_shard(monkeypatch: pytest.MonkeyPatch) -> None:
     real = load_tokenizer(TokenizerConfig(builtin="gpt2")).encoder.engine()[1]
     tok = _with_encoder(lambda: _off_by_one_except_on({PROBE, ""}, real))
     monkeypatch.setattr(stage, "load_tokenizer", lambda _cfg: tok)
     table = pa.table({"text": pa.array(["import os\n", "x = 1\n"], pa.large_string())})
+    tok.encoder.checked = True  # the process has checked a text before: the shard's own check fails it
     with pytest.raises(EngineMismatch):
         stage.run(table, TokenizeConfig(), TokenizerConfig(builtin="gpt2"))

@@ -86,6 +86,7 @@ def test_qwen25_round_trip_and_special_text_stays_text() -> None:
 def test_engine_gives_the_library_ids_on_stdlib() -> None:
     tok = load_tokenizer(QWEN)
     texts = stdlib_files(20)
+    assert tok.engine == "fastokens"
     assert tok.encode_batch(texts) == tok.encoder.reference(texts)
 
 

@@ -160,8 +160,8 @@ def encode_many(tokenizer: Tokenizer, texts: list[str], escapes: Escapes | None 
     """:func:`encode_with_specials` of every text, with one tokenizer call for them all.
 
     Each text (and each piece between special tokens) is still encoded on its
-    own; batching only saves the per-call overhead (tiktoken starts a thread
-    pool per call), which dominated once rendering became linear. With
+    own; batching only saves the per-call overhead, which dominated once
+    rendering became linear. With
     ``escapes``, placeholders in the pieces become their special-token strings
     again and are encoded as plain text (``Tokenizer.encode_batch`` never gives
     a special id for text).

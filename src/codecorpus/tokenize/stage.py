@@ -7,7 +7,7 @@ of Python source everything but the encoding itself takes a few percent of the
 stage (``bench/tokenize_bench.py`` prints the stage against the bare engine and
 against tiktoken and HF ``tokenizers``).
 
-Each shard's first document is encoded again by the vocabulary's own library
+Each shard's first non-empty document is encoded again by the vocabulary's own library
 (``Tokenizer.check``): an engine that disagrees with it fails the task instead
 of writing other ids.
 """
@@ -18,6 +18,7 @@ from collections import Counter
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from codecorpus import schema
 from codecorpus.config import TokenizeConfig, TokenizerConfig
@@ -33,8 +34,9 @@ def run(table: pa.Table, cfg: TokenizeConfig, tokenizer_cfg: TokenizerConfig) ->
     """
     tokenizer = load_tokenizer(tokenizer_cfg)
     texts = table.column(schema.TEXT)
-    if len(texts):
-        tokenizer.check(texts[0].as_py())
+    first = pc.index(pc.not_equal(texts, ""), True).as_py()
+    if first >= 0:
+        tokenizer.check(texts[first].as_py())
     tokens = encode_column(texts, tokenizer, cfg.batch_size, cfg.append_eos)
     lengths = np.diff(tokens.offsets.to_numpy())
     out = with_column(table, schema.TOKENS, tokens)
