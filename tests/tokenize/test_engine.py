@@ -19,6 +19,7 @@ from tokenizers import decoders, models, normalizers, pre_tokenizers
 from codecorpus.config import TokenizeConfig, TokenizerConfig, TrainTokenizerConfig
 from codecorpus.tokenize import stage
 from codecorpus.tokenize.tokenizer import (
+    LIBRARY_FIRST_CHARS,
     PROBE,
     Encoder,
     EngineMismatch,
@@ -172,9 +173,26 @@ def test_the_first_text_a_process_encodes_is_checked() -> None:
     """Whatever part of the pipeline encodes first (FIM, SFT rendering, long-context markers)."""
     real = load_tokenizer(TokenizerConfig(builtin="gpt2")).encoder.engine()[1]
     tok = _with_encoder(lambda: _off_by_one_except_on({PROBE, ""}, real))
+    assert tok.engine == "fastokens"  # chosen (a process past its first LIBRARY_FIRST_CHARS)
     tok.encode_batch(["", ""])  # nothing to check yet
     with pytest.raises(EngineMismatch):
         tok.encode_batch(["", "x = 1\n"])
+
+
+def test_a_process_starts_with_the_library_then_builds_the_engine() -> None:
+    """Small runs never pay the engine's build; the ids are the library's before and after."""
+    real = load_tokenizer(TokenizerConfig(builtin="gpt2")).encoder.engine()[1]
+    builds = []
+    tok = _with_encoder(lambda: builds.append(1) or real)
+    texts = stdlib_files(40)
+    assert sum(map(len, texts)) < LIBRARY_FIRST_CHARS
+    first = tok.encode_batch(texts)
+    assert not builds and tok.encoder.chosen is None and tok.encoder.library_chars == sum(map(len, texts))
+    tok.check(texts[0])  # nothing but the library has encoded: nothing to compare
+    big = ["x = 1\n" * (LIBRARY_FIRST_CHARS // 6 + 1)]
+    tok.encode_batch(big)  # crosses the threshold with the library
+    assert tok.encode_batch(texts) == first == tok.encoder.reference(texts)
+    assert builds == [1] and tok.encoder.chosen == "fastokens" and tok.encoder.checked
 
 
 def test_the_stage_checks_each_shard(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -182,6 +200,7 @@ def test_the_stage_checks_each_shard(monkeypatch: pytest.MonkeyPatch) -> None:
     tok = _with_encoder(lambda: _off_by_one_except_on({PROBE, ""}, real))
     monkeypatch.setattr(stage, "load_tokenizer", lambda _cfg: tok)
     table = pa.table({"text": pa.array(["import os\n", "x = 1\n"], pa.large_string())})
+    assert tok.engine == "fastokens"
     tok.encoder.checked = True  # the process has checked a text before: the shard's own check fails it
     with pytest.raises(EngineMismatch):
         stage.run(table, TokenizeConfig(), TokenizerConfig(builtin="gpt2"))

@@ -17,14 +17,15 @@ No Unicode normalization is applied: Qwen's own tokenizers NFC-normalize first,
 so ids differ from theirs on non-NFC input (rare in code), and in exchange
 ``decode(encode(text)) == text`` holds for every document.
 
-The ids come from ``fastokens``, a Rust engine (cached BPE; a PCRE2
-pre-tokenizer for ``tokenizer.json`` files, fancy-regex for ``.tiktoken`` ones) that encodes the same vocabularies one to two
-orders of magnitude faster per core on code and returns a batch as one flat id
-buffer. It is used for a vocabulary only after it gave the library's own ids on
-:data:`PROBE` at its first encode in the process, and the tokenize stage checks
-the first text it encodes in the process, and each shard's first non-empty document in
-the tokenize stage, against the library again (:meth:`Tokenizer.check`);
-a vocabulary it cannot load or does not match is encoded by the library itself.
+The ids come from ``fastokens``, a Rust engine (cached BPE; a PCRE2 pre-tokenizer
+for ``tokenizer.json`` files, fancy-regex for ``.tiktoken`` ones) that encodes the
+same vocabularies one to two orders of magnitude faster per core on code and
+returns a batch as one flat id buffer. A process encodes its first 2M characters
+with the library (building the engine costs 0.5-2.1 s), then builds fastokens and
+uses it only if it gives the library's own ids on :data:`PROBE`. The first text it
+encodes in the process, and each tokenize shard's first non-empty document, are
+checked against the library again (:meth:`Tokenizer.check`); a vocabulary it
+cannot load or does not match is encoded by the library itself.
 Its pool is held to one thread (``FASTOKENS_BPE_THREADS``) unless the caller set
 it: a Ray task owns one CPU.
 """
@@ -104,6 +105,9 @@ PROBE = (
 )
 """Text a fast encoder must encode exactly as the library does before it is used for a vocabulary."""
 
+LIBRARY_FIRST_CHARS = 1 << 21
+"""Characters a process encodes with the library before it builds the fast engine (2M)."""
+
 _CHECK_CHARS = 1 << 14
 """Characters of a shard's first document that :meth:`Tokenizer.check` re-encodes with the library."""
 
@@ -135,17 +139,18 @@ class Tokenizer:
 
     @property
     def engine(self) -> str:
-        """What encodes: ``fastokens``, or the library itself (``tiktoken`` / ``tokenizers``)."""
+        """What encodes at scale: ``fastokens``, or the library itself (``tiktoken`` / ``tokenizers``)."""
         return self.encoder.engine()[0]
 
     def encode_flat(self, texts: list[str]) -> FlatIds:
         """Token ids of ``texts`` as one flat buffer and offsets; special-token text encodes as plain text.
 
-        The first non-empty text this process encodes with the vocabulary is checked
-        against the library (:meth:`check`), whichever part of the pipeline asks.
+        The first non-empty text the engine encodes in this process is checked against
+        the library (:meth:`check`), whichever part of the pipeline asks.
         """
-        encoded = self.encoder.engine()[1](texts)
-        if not self.encoder.checked:
+        engine, encode = self.encoder.for_batch(texts)
+        encoded = encode(texts)
+        if engine != self.encoder.library and not self.encoder.checked:
             first = next((t for t in texts if t), None)
             if first is not None:
                 self.encoder.checked = True
@@ -158,11 +163,11 @@ class Tokenizer:
 
     def check(self, text: str) -> None:
         """Raise :class:`EngineMismatch` unless the engine encodes the start of ``text`` as the library does."""
-        engine, library = self.engine, self.encoder.library
-        if engine == library:
+        engine, library = self.encoder.chosen, self.encoder.library
+        if engine is None or engine == library:  # nothing but the library has encoded here yet
             return
         sample = text[:_CHECK_CHARS]
-        ours, theirs = self.encode_batch([sample])[0], self.encoder.reference([sample])[0]
+        ours, theirs = _flat_lists(*self.encoder.engine()[1]([sample]))[0], self.encoder.reference([sample])[0]
         if ours != theirs:
             at = next((i for i, (a, b) in enumerate(zip(ours, theirs, strict=False)) if a != b), min(len(ours), len(theirs)))
             raise EngineMismatch(
@@ -372,8 +377,10 @@ class Encoder:
     """A vocabulary's encoders: the library's own (``reference``) and the engine, chosen at first use.
 
     The engine is fastokens when it loads the vocabulary and encodes :data:`PROBE`
-    exactly as the library does, else the library. Choosing it at first use keeps
-    loading cheap for the many callers that only need a vocabulary's metadata.
+    exactly as the library does, else the library. It is chosen once a process has
+    encoded :data:`LIBRARY_FIRST_CHARS` with the library: building fastokens costs
+    0.5-2.1 s, what the library takes for 2-7 MB, so small runs and the many callers
+    that only need a vocabulary's metadata never pay it. The ids are the same either way.
     """
 
     name: str
@@ -383,12 +390,27 @@ class Encoder:
     _chosen: tuple[str, Callable[[list[str]], FlatIds]] | None = field(default=None, init=False, repr=False)
     checked: bool = field(default=False, init=False, repr=False)
     """Whether a text of the corpus has been checked against the library in this process."""
+    library_chars: int = field(default=0, init=False, repr=False)
+    """Characters the library encoded in this process before the engine was chosen."""
+
+    @property
+    def chosen(self) -> str | None:
+        """The engine's name once chosen, else None."""
+        return self._chosen[0] if self._chosen is not None else None
 
     def engine(self) -> tuple[str, Callable[[list[str]], FlatIds]]:
-        """(engine name, flat encoder)."""
+        """(engine name, flat encoder), choosing the engine now if it is not yet."""
         if self._chosen is None:
             self._chosen = self._choose()
         return self._chosen
+
+    def for_batch(self, texts: list[str]) -> tuple[str, Callable[[list[str]], FlatIds]]:
+        """(name, flat encoder) for a batch: the library until the process has encoded
+        :data:`LIBRARY_FIRST_CHARS` with it, then the engine."""
+        if self._chosen is None and self.library_chars < LIBRARY_FIRST_CHARS:
+            self.library_chars += sum(map(len, texts))
+            return self.library, functools.partial(_flat_from_lists, self.reference)
+        return self.engine()
 
     def _choose(self) -> tuple[str, Callable[[list[str]], FlatIds]]:
         try:
