@@ -194,7 +194,6 @@ def _lean_local_start() -> Iterator[None]:
                 setattr(node_class, name, fn)
 
 
-
 def start(recipe: Recipe, run_dir: Path, workers: int | None = None, address: str | None = None,
           console: Console | None = None, quiet: bool = False) -> Executor:
     """An executor whose plan is made while Ray starts, with Ray's workers warmed meanwhile.

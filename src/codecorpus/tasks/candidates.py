@@ -26,6 +26,7 @@ from codecorpus import schema
 from codecorpus.langid import languages
 from codecorpus.stage import MapResult
 from codecorpus.tasks import columns as C
+from codecorpus.tasks import gitlog
 from codecorpus.tasks.config import TaskCandidatesConfig
 
 STAGE = "task_candidates"
@@ -56,25 +57,13 @@ def is_test_path(path: str, test_dirs: frozenset[str]) -> bool:
     return any(p in test_dirs for p in parts[:-1]) or bool(TEST_FILE_NAMES.match(parts[-1]))
 
 
-def file_sections(diff: str) -> list[str]:
-    """The diff of each file, in order (each starts with ``diff --git``)."""
-    if not diff:
-        return []
-    starts = [0] if diff.startswith("diff --git ") else []
-    at = diff.find("\ndiff --git ")
-    while at >= 0:
-        starts.append(at + 1)
-        at = diff.find("\ndiff --git ", at + 1)
-    return [diff[s:e] for s, e in zip(starts, [*starts[1:], len(diff)], strict=True)]
-
-
 def hunk_count(diff: str) -> int:
     return sum(1 for line in diff.splitlines() if line.startswith("@@ "))
 
 
 def split_commit(files: list[dict[str, Any]], diff: str, test_dirs: frozenset[str]) -> dict[str, Any]:
     """patch / test_patch and their sizes for one commit's files and diff."""
-    sections = file_sections(diff)
+    sections = gitlog.patch_sections(diff)
     if len(sections) != len(files):
         raise ValueError(f"{len(sections)} diff sections for {len(files)} files")
     code, tests = [], []

@@ -51,7 +51,6 @@ from codecorpus.langid import languages
 from codecorpus.stage import MapResult
 from codecorpus.tasks import columns as C
 from codecorpus.tasks import gitlog
-from codecorpus.tasks.candidates import file_sections
 from codecorpus.tasks.config import CommitsConfig
 
 STAGE = "commits"
@@ -436,7 +435,7 @@ def _decode_diff(patch: bytes, min_evidence: int) -> tuple[str, list[str]] | tup
     except UnicodeDecodeError:
         pass
     else:
-        return text, file_sections(text)
+        return text, gitlog.patch_sections(text)
     out = []
     for section in gitlog.patch_sections(patch):
         decoded = exclusions.decode(section, min_evidence)[0]

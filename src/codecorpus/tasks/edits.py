@@ -33,7 +33,7 @@ from codecorpus import schema
 from codecorpus.sft.normalize import message, trace_content_hash
 from codecorpus.stage import MapResult
 from codecorpus.tasks import columns as C
-from codecorpus.tasks.candidates import file_sections
+from codecorpus.tasks import gitlog
 from codecorpus.tasks.config import EditSetConfig
 from codecorpus.tasks.swebench import instance_id, time_split
 
@@ -129,7 +129,7 @@ def edit_prompt(subject: str, body: str, before: list[dict[str, str]], new_files
 
 
 def _code_changes(row: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
-    sections = file_sections(row[C.DIFF])
+    sections = gitlog.patch_sections(row[C.DIFF])
     return [(f, s) for f, s in zip(row[C.FILES], sections, strict=True) if f["excluded"] is None]
 
 

@@ -39,7 +39,7 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import AnyStr, BinaryIO
 
 MARKER = b"\x00\x01codecorpus-commit\x02"
 LOG_FORMAT = "%x00%x01codecorpus-commit%x02%H%x00%P%x00%an%x00%ae%x00%at%x00%ct%x00%e%x00%B%x00%x03"
@@ -238,19 +238,22 @@ def line_counts(section: str) -> tuple[int, int, bool]:
     return section.count("\n+", hunks), section.count("\n-", hunks), False
 
 
-def patch_sections(patch: bytes) -> list[bytes]:
-    """The patch of each file (``diff --git`` header to the next), in git's file order.
+def patch_sections(patch: AnyStr) -> list[AnyStr]:
+    """The patch of each file (``diff --git`` header to the next), in git's file order; bytes or text.
 
     >>> patch_sections(b"diff --git a/x b/x\\n+1\\ndiff --git a/y b/y\\n-2\\n")
     [b'diff --git a/x b/x\\n+1\\n', b'diff --git a/y b/y\\n-2\\n']
+    >>> patch_sections("diff --git a/x b/x\\n+1\\n")
+    ['diff --git a/x b/x\\n+1\\n']
     """
     if not patch:
         return []
-    starts = [0] if patch.startswith(b"diff --git ") else []
-    at = patch.find(b"\ndiff --git ")
+    header, sep = ("diff --git ", "\ndiff --git ") if isinstance(patch, str) else (b"diff --git ", b"\ndiff --git ")
+    starts = [0] if patch.startswith(header) else []
+    at = patch.find(sep)
     while at >= 0:
         starts.append(at + 1)
-        at = patch.find(b"\ndiff --git ", at + 1)
+        at = patch.find(sep, at + 1)
     return [patch[s:e] for s, e in zip(starts, [*starts[1:], len(patch)], strict=True)]
 
 
