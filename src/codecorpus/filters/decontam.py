@@ -324,8 +324,9 @@ def cached_index(cfg: DecontamConfig) -> DecontamIndex:
 
 
 def driver_index(cfg: DecontamConfig | None) -> DecontamIndex | None:
-    """Built once on the driver and shipped inside the stage function to every task."""
-    return build_index(cfg) if cfg is not None else None
+    """Built on the driver (once per process: ``cached_index``) and shipped inside the stage
+    function to every task."""
+    return cached_index(cfg) if cfg is not None else None
 
 
 def index_for(cfg: DecontamConfig | None, shipped: DecontamIndex | None) -> DecontamIndex | None:

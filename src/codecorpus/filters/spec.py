@@ -24,6 +24,17 @@ def with_driver_index(run_fn: Any) -> Any:
     return make
 
 
+def warm_index(stage: str) -> Any:
+    """The ``warm`` of a stage that decontaminates: its benchmark index, into the driver's cache."""
+
+    def warm(recipe: Any) -> None:
+        from codecorpus.filters import decontam
+
+        decontam.driver_index(getattr(recipe.stages, stage).decontam)
+
+    return warm
+
+
 def benchmark_parts(recipe: Any) -> list[Any]:
     """The benchmark files' bytes: a changed benchmark redoes decontamination."""
     cfg = recipe.stages.filters.decontam
@@ -41,4 +52,4 @@ def filters_fn(run: StageRun) -> functools.partial:
 
 
 FILTERS = StageSpec("filters", "filter", FiltersConfig, map_fn=filters_fn, hash_parts=benchmark_parts,
-                    modules=TASK_MODULES)
+                    warm=warm_index("filters"), modules=TASK_MODULES)

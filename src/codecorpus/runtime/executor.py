@@ -22,7 +22,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -200,7 +200,8 @@ def start(recipe: Recipe, run_dir: Path, workers: int | None = None, address: st
 
     Planning is a stat walk that needs no Ray, and Ray's start is mostly waiting on its
     processes, so the two overlap; each worker then imports the task modules while
-    the plan finishes. The plan is the same as ``Executor.plan`` alone makes. ``workers`` is
+    the plan finishes, and the stages' driver-side caches fill in the background after it
+    (``Executor.warm``). The plan is the same as ``Executor.plan`` alone makes. ``workers`` is
     the local Ray's CPUs; on a joined cluster (``address``) it caps the run's tasks at once.
     """
     cap = (workers or recipe.workers) if address else None
@@ -211,6 +212,7 @@ def start(recipe: Recipe, run_dir: Path, workers: int | None = None, address: st
     def plan() -> None:
         executor.plan()
         _import(modules)  # the driver builds the stages' jobs from these: imported here, beside Ray's start
+        executor.warm()
 
     with ThreadPoolExecutor(1, thread_name_prefix="codecorpus-plan") as pool:
         planned = pool.submit(plan)
@@ -300,9 +302,20 @@ class Executor:
         self._task_seconds: dict[str, list[float]] = {}
         self._plan_seconds = 0.0
         self.ray_seconds = 0.0
+        self._warming: dict[str, Future[None]] = {}
         self.ray_ready = threading.Event()
         """Set once Ray runs: planning that needs tasks waits on it when it runs beside Ray's start."""
         self.ray_ready.set()
+
+    def warm(self) -> None:
+        """Start the enabled stages' ``warm`` work (``StageSpec.warm``), in stage order, in one
+        background thread; a stage waits for its own before it begins."""
+        specs = [spec for spec in self.specs.values() if spec.warm is not None]
+        if not specs:
+            return
+        pool = ThreadPoolExecutor(1, thread_name_prefix="codecorpus-warm")
+        self._warming = {spec.name: pool.submit(spec.warm, self.recipe) for spec in specs}
+        pool.shutdown(wait=False)
 
     # --- the pipeline -------------------------------------------------------------
 
@@ -331,6 +344,9 @@ class Executor:
         """Plan and run one stage by its kind; write its stats. Returns (ran, skipped) output tasks."""
         from codecorpus.pipeline import tasks
 
+        warming = self._warming.pop(spec.name, None)
+        if warming is not None:
+            warming.exception()  # waits; a failed warm-up is the stage's own to meet again, and report
         self._require_upstream(spec)
         self._prepare_stage_dir(spec)
         stage = self.stage_run(spec.name)

@@ -36,6 +36,15 @@ def run_tokenizer(run: StageRun) -> TokenizerConfig:
     return cfg.model_copy(update={"train": None, "path": str(path)})
 
 
+def warm_tokenizer(cfg: TokenizerConfig) -> None:
+    """Load a tokenizer into this process's cache (``load_tokenizer``); a ``train:`` one is
+    trained by its run first, so it is left alone."""
+    if cfg.train is None:
+        from codecorpus.tokenize.tokenizer import load_tokenizer
+
+        load_tokenizer(cfg)
+
+
 def tokenize_fn(run: StageRun) -> functools.partial:
     from codecorpus.tokenize import stage
 
