@@ -53,7 +53,7 @@ def run(
         check_stages(cfg)  # every stage of the user's own imports and fits its contract
         run_dir = _run_dir(out_dir or cfg.out)  # before Ray starts: workers inherit the S3 store
         started = process_seconds()
-        executor = start(cfg, run_dir, workers, ray_address, console=console, quiet=quiet)
+        executor = start(cfg, run_dir, workers, ray_address, console=console, quiet=quiet, only=only, until=until)
         result = executor.run_pipeline(only=only, until=until)
     except (RecipeError, PipelineError) as err:
         _fail(str(err))

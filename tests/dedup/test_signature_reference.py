@@ -24,6 +24,8 @@ from codecorpus.dedup import shingles as sh
 
 _U64 = np.uint64
 _NGRAM_MULT = _U64(0x9E3779B97F4A7C15)
+# byte masks for a token of length 1..8 read from a little-endian 8-byte window
+_LEN_MASK = np.array([0] + [(1 << (8 * k)) - 1 for k in range(1, 8)] + [(1 << 64) - 1], dtype=_U64)
 
 
 def _ref_token_spans(data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -48,14 +50,14 @@ def _ref_token_hashes(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) ->
     padded[: len(data)] = data
     windows = np.lib.stride_tricks.as_strided(padded.view("<u8"), shape=(len(data) + 8,), strides=(1,))
     lengths = ends - starts
-    h = windows[starts] & sh._LEN_MASK[np.minimum(lengths, 8)]
+    h = windows[starts] & _LEN_MASK[np.minimum(lengths, 8)]
     h = sh.fmix64(h ^ (lengths.astype(_U64) << _U64(56)))
     long_tokens = np.flatnonzero(lengths > 8)
     chunk = 1
     while len(long_tokens):
         pos = starts[long_tokens] + 8 * chunk
         rest = lengths[long_tokens] - 8 * chunk
-        h[long_tokens] = sh.fmix64(h[long_tokens] ^ (windows[pos] & sh._LEN_MASK[np.minimum(rest, 8)]))
+        h[long_tokens] = sh.fmix64(h[long_tokens] ^ (windows[pos] & _LEN_MASK[np.minimum(rest, 8)]))
         long_tokens = long_tokens[rest > 8]
         chunk += 1
     return h

@@ -37,8 +37,8 @@ _CLASS[[ord(c) for c in " \t\n\r\x0b\x0c"]] = 0
 _CLASS[128:] = _WORD
 _CLASS[[ord(c) for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"]] = _WORD
 _CLASS_TABLE = _CLASS.tobytes()  # the same lookup for bytes.translate
-# byte masks for a token of length 1..8 read from a little-endian 8-byte window
-_LEN_MASK = np.array([0] + [(1 << (8 * k)) - 1 for k in range(1, 8)] + [(1 << 64) - 1], dtype=_U64)
+_PAD = 16
+"""Bytes a chunk's padded copy adds (``_padded_text``): a leading sentinel and 15 after the text."""
 _NGRAM_MULT = _U64(0x9E3779B97F4A7C15)  # odd: position weights of an n-gram's tokens
 _FMIX_C1, _FMIX_C2 = _U64(0xFF51AFD7ED558CCD), _U64(0xC4CEB9FE1A85EC53)
 CHUNK_BYTES = 1 << 19
@@ -79,20 +79,18 @@ def _utf8_buffer(texts: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndar
     return data, offsets - offsets[0]
 
 
-def padded_text(data: np.ndarray) -> bytearray:
+def _padded_text(data: np.ndarray) -> bytearray:
     """The text's bytes at ``[1, n + 1)``, a space on each side (class sentinels) and room after
-    for an 8-byte read at any position: one copy of the text serves both passes."""
+    for an 8-byte read at any position: one copy of the text serves both passes. What an 8-byte
+    read takes past a token's end is masked off (``_keep_low_bytes``), whatever it holds."""
     n = len(data)
-    buf = bytearray(n + _PAD)  # zeros: bytes read past a token's end are masked off
+    buf = bytearray(n + _PAD)
     buf[0] = buf[n + 1] = 0x20
     buf[1 : n + 1] = memoryview(data)
     return buf
 
 
-_PAD = 16  # one leading sentinel, and 15 bytes after the text
-
-
-def token_spans(padded: bytearray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _token_spans(padded: bytearray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Start and end byte positions of every token; tokens never cross a document boundary.
 
     One pass finds every boundary (a change of byte class, any punctuation
@@ -123,7 +121,8 @@ def _fmix64_inplace(h: np.ndarray, scratch: np.ndarray) -> np.ndarray:
 
 
 def _keep_low_bytes(h: np.ndarray, n_bytes: np.ndarray, scratch: np.ndarray) -> None:
-    """Clear all but the low ``min(n_bytes, 8)`` bytes of each ``h`` (two shifts, no table lookup)."""
+    """Clear all but the low ``min(n_bytes, 8)`` bytes of each ``h`` (two shifts, no table lookup);
+    ``n_bytes`` (>= 1) may be ``scratch`` itself."""
     np.minimum(n_bytes, _U64(8), out=scratch)
     np.subtract(_U64(8), scratch, out=scratch)
     scratch <<= _U64(3)
@@ -131,13 +130,14 @@ def _keep_low_bytes(h: np.ndarray, n_bytes: np.ndarray, scratch: np.ndarray) -> 
     h >>= scratch
 
 
-def token_hashes(padded: bytearray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+def _token_hashes(padded: bytearray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """64-bit hash of each token's bytes, read as 8-byte windows (O(tokens), not O(bytes)).
 
-    A token's first window (masked to its length, its length in the top
-    byte) is mixed by fmix64; each further window of a token longer than 8
-    bytes is xored in and mixed again. The long tokens are sorted by their
-    number of windows, so each round works on a prefix of them in place.
+    A token's first window, masked to the token, with its length xored into
+    the top byte, is mixed by fmix64; each further window of a token longer
+    than 8 bytes is xored in (masked to what is left) and mixed again. The
+    long tokens are sorted by their number of windows, so each round works
+    in place on a prefix of them.
     """
     # an overlapping view: windows[i] is the little-endian uint64 of text bytes i..i+7
     windows = np.ndarray((len(padded) - _PAD + 8,), "<u8", buffer=padded, offset=1, strides=(1,))
@@ -152,21 +152,20 @@ def token_hashes(padded: bytearray, starts: np.ndarray, ends: np.ndarray) -> np.
     if not len(long_tokens):
         return h
     rounds = (lengths.take(long_tokens) - _U64(1)) >> _U64(3)  # further windows per long token
-    order = np.argsort(rounds.view(np.int64), kind="stable")[::-1]
-    long_tokens = long_tokens.take(order)
-    lh, ls, ll = h.take(long_tokens), starts.take(long_tokens), lengths.take(long_tokens)
-    # active[k]: how many long tokens have at least k rounds (a prefix of the sorted ones)
-    active = np.cumsum(np.bincount(rounds.view(np.int64))[::-1])[::-1]
-    w, sw = np.empty_like(lh), np.empty_like(lh)
-    for k in range(1, len(active)):
-        c = int(active[k])
-        np.add(ls[:c], 8 * k, out=sw[:c].view(np.int64))
-        w[:c] = windows[sw[:c].view(np.int64)]
-        np.subtract(ll[:c], _U64(8 * k), out=sw[:c])
-        _keep_low_bytes(w[:c], sw[:c], sw[:c])
-        lh[:c] ^= w[:c]
-        _fmix64_inplace(lh[:c], sw[:c])
-    h[long_tokens] = lh
+    long_tokens = long_tokens.take(np.argsort(rounds.view(np.int64))[::-1])  # most rounds first
+    acc, first, size = h.take(long_tokens), starts.take(long_tokens), lengths.take(long_tokens)
+    # at_least[k]: how many long tokens have k rounds or more (a prefix of the sorted ones)
+    at_least = np.cumsum(np.bincount(rounds.view(np.int64))[::-1])[::-1]
+    window, scratch = np.empty_like(acc), np.empty_like(acc)
+    for k in range(1, len(at_least)):
+        c = int(at_least[k])
+        np.add(first[:c], 8 * k, out=scratch[:c].view(np.int64))  # where the k-th further window starts
+        window[:c] = windows[scratch[:c].view(np.int64)]
+        np.subtract(size[:c], _U64(8 * k), out=scratch[:c])  # bytes left from there
+        _keep_low_bytes(window[:c], scratch[:c], scratch[:c])
+        acc[:c] ^= window[:c]
+        _fmix64_inplace(acc[:c], scratch[:c])
+    h[long_tokens] = acc
     return h
 
 
@@ -229,9 +228,9 @@ def _document_chunks(offsets: np.ndarray, chunk_bytes: int) -> list[tuple[int, i
 
 
 def _shingle_buffer(data: np.ndarray, offsets: np.ndarray, ngram: int) -> Shingles:
-    padded = padded_text(data)
-    starts, ends = token_spans(padded, offsets)
-    tokens = token_hashes(padded, starts, ends)
+    padded = _padded_text(data)
+    starts, ends = _token_spans(padded, offsets)
+    tokens = _token_hashes(padded, starts, ends)
     token_offsets = np.searchsorted(starts, offsets).astype(np.int64)
     return ngram_hashes(tokens, token_offsets, ngram)
 

@@ -313,12 +313,16 @@ def build_index(cfg: DecontamConfig) -> DecontamIndex:
 
 
 _CACHE: dict[str, DecontamIndex] = {}
+_CACHE_ENTRIES = 2
+"""Indexes a process keeps (the newest): a run uses one or two (filters, sft_select)."""
 
 
 def cached_index(cfg: DecontamConfig) -> DecontamIndex:
     """The index for ``cfg``, built once per process (keyed by the benchmark fingerprint)."""
     key = benchmark_fingerprint(cfg)
     if key not in _CACHE:
+        while len(_CACHE) >= _CACHE_ENTRIES:
+            del _CACHE[next(iter(_CACHE))]
         _CACHE[key] = build_index(cfg)
     return _CACHE[key]
 

@@ -24,15 +24,16 @@ def with_driver_index(run_fn: Any) -> Any:
     return make
 
 
-def warm_index(stage: str) -> Any:
-    """The ``warm`` of a stage that decontaminates: its benchmark index, into the driver's cache."""
+def prefetch_index(stage: str) -> Any:
+    """The ``prefetch`` of a stage that decontaminates: the benchmark index ``with_driver_index``
+    ships, built into the driver's cache."""
 
-    def warm(recipe: Any) -> None:
+    def prefetch(recipe: Any) -> None:
         from codecorpus.filters import decontam
 
         decontam.driver_index(getattr(recipe.stages, stage).decontam)
 
-    return warm
+    return prefetch
 
 
 def benchmark_parts(recipe: Any) -> list[Any]:
@@ -52,4 +53,4 @@ def filters_fn(run: StageRun) -> functools.partial:
 
 
 FILTERS = StageSpec("filters", "filter", FiltersConfig, map_fn=filters_fn, hash_parts=benchmark_parts,
-                    warm=warm_index("filters"), modules=TASK_MODULES)
+                    prefetch=prefetch_index("filters"), modules=TASK_MODULES)

@@ -147,11 +147,13 @@ class StageSpec:
     """Run-directory files a sink owns (``manifest.json``): removed on reset."""
     check: Callable[[Recipe], None] | None = None
     """Raises RecipeError before any work when the stage cannot run (e.g. a bad ``use:``)."""
-    warm: Callable[[Recipe], None] | None = None
-    """Driver-side work the stage's planning does every run and caches per process (a benchmark
-    index, a tokenizer's vocabulary for the manifests): the runtime starts it in the background
-    beside Ray's start, so the workers do not wait on the driver when the stage begins. Only a
-    head start: the stage does the same work itself when it was not warmed, or warming failed."""
+    prefetch: Callable[[Recipe], None] | None = None
+    """Driver-side work the stage needs from the recipe alone, cached per process (the
+    decontamination index its tasks are shipped, the tokenizer its manifests name): the
+    runtime runs it in a background thread from the end of planning, beside Ray's start and
+    the stages before, and the stage waits for it before it begins (``Executor.prefetch``),
+    so the workers do not idle while the driver builds it then. Only a head start: when it
+    failed, the stage does the same work itself and meets the error there."""
     modules: tuple[str, ...] = field(default=())
     """The task-body modules the stage's functions import when they run, not when the spec is
     declared (so checking a recipe imports no stage's dependencies): ``imports()``."""

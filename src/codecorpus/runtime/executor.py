@@ -195,13 +195,14 @@ def _lean_local_start() -> Iterator[None]:
 
 
 def start(recipe: Recipe, run_dir: Path, workers: int | None = None, address: str | None = None,
-          console: Console | None = None, quiet: bool = False) -> Executor:
+          console: Console | None = None, quiet: bool = False, only: str | None = None,
+          until: str | None = None) -> Executor:
     """An executor whose plan is made while Ray starts, with Ray's workers warmed meanwhile.
 
     Planning is a stat walk that needs no Ray, and Ray's start is mostly waiting on its
     processes, so the two overlap; each worker then imports the task modules while
-    the plan finishes, and the stages' driver-side caches fill in the background after it
-    (``Executor.warm``). The plan is the same as ``Executor.plan`` alone makes. ``workers`` is
+    the plan finishes, and the selected stages' driver-side work starts in the background
+    after it (``Executor.prefetch``; ``only`` / ``until`` as ``run_pipeline`` takes them). The plan is the same as ``Executor.plan`` alone makes. ``workers`` is
     the local Ray's CPUs; on a joined cluster (``address``) it caps the run's tasks at once.
     """
     cap = (workers or recipe.workers) if address else None
@@ -212,7 +213,7 @@ def start(recipe: Recipe, run_dir: Path, workers: int | None = None, address: st
     def plan() -> None:
         executor.plan()
         _import(modules)  # the driver builds the stages' jobs from these: imported here, beside Ray's start
-        executor.warm()
+        executor.prefetch(select_stages(list(executor.specs), only, until))
 
     with ThreadPoolExecutor(1, thread_name_prefix="codecorpus-plan") as pool:
         planned = pool.submit(plan)
@@ -302,20 +303,19 @@ class Executor:
         self._task_seconds: dict[str, list[float]] = {}
         self._plan_seconds = 0.0
         self.ray_seconds = 0.0
-        self._warming: dict[str, Future[None]] = {}
+        self._prefetched: dict[str, Future[None]] = {}
         self.ray_ready = threading.Event()
         """Set once Ray runs: planning that needs tasks waits on it when it runs beside Ray's start."""
         self.ray_ready.set()
 
-    def warm(self) -> None:
-        """Start the enabled stages' ``warm`` work (``StageSpec.warm``), in stage order, in one
-        background thread; a stage waits for its own before it begins."""
-        specs = [spec for spec in self.specs.values() if spec.warm is not None]
-        if not specs:
-            return
-        pool = ThreadPoolExecutor(1, thread_name_prefix="codecorpus-warm")
-        self._warming = {spec.name: pool.submit(spec.warm, self.recipe) for spec in specs}
-        pool.shutdown(wait=False)
+    def prefetch(self, stages: Iterable[str]) -> None:
+        """Start the ``prefetch`` work of these stages (``StageSpec.prefetch``), each in its own
+        daemon thread: a stage waits for its own only, and a process that ends (a failure, Ctrl-C,
+        ``--until``) does not wait for any."""
+        for name in stages:
+            spec = self.specs[name]
+            if spec.prefetch is not None and name not in self._prefetched:
+                self._prefetched[name] = _in_thread(f"codecorpus-prefetch-{name}", spec.prefetch, self.recipe)
 
     # --- the pipeline -------------------------------------------------------------
 
@@ -344,9 +344,9 @@ class Executor:
         """Plan and run one stage by its kind; write its stats. Returns (ran, skipped) output tasks."""
         from codecorpus.pipeline import tasks
 
-        warming = self._warming.pop(spec.name, None)
-        if warming is not None:
-            warming.exception()  # waits; a failed warm-up is the stage's own to meet again, and report
+        prefetched = self._prefetched.pop(spec.name, None)
+        if prefetched is not None:
+            prefetched.exception()  # waits; when it failed, the stage meets (and reports) the error itself
         self._require_upstream(spec)
         self._prepare_stage_dir(spec)
         stage = self.stage_run(spec.name)
@@ -594,6 +594,23 @@ class _StageRun:
 
     def warn(self, text: str) -> None:
         self._ex.console.print(f"[yellow]{text}[/]", highlight=False)
+
+
+def _in_thread(name: str, fn: Callable[..., None], *args: Any) -> Future[None]:
+    """``fn(*args)`` in a new daemon thread; the future holds its outcome."""
+    future: Future[None] = Future()
+
+    def body() -> None:
+        future.set_running_or_notify_cancel()
+        try:
+            fn(*args)
+        except BaseException as err:  # handed to whoever waits on the future
+            future.set_exception(err)
+        else:
+            future.set_result(None)
+
+    threading.Thread(target=body, name=name, daemon=True).start()
+    return future
 
 
 def _task_failure(stage: str, job: Job, err: Exception) -> str:

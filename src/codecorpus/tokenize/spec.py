@@ -15,14 +15,19 @@ TASK_MODULES = ("codecorpus.tokenize.stage", "codecorpus.tokenize.tokenizer")
 """Imported when the stage runs, not when it is declared (``StageSpec.modules``)."""
 
 
-def run_tokenizer(run: StageRun) -> TokenizerConfig:
-    """The recipe's tokenizer with the tokens its output sets need (FIM, repository markers);
-    a ``train:`` tokenizer is trained once, on a worker, into RUN/tokenizer/ from the shards
-    that tokenize reads."""
-    from codecorpus.tokenize import training
+def set_tokenizer(recipe: Any) -> TokenizerConfig:
+    """The recipe's tokenizer with the tokens its output sets need (FIM, repository markers)."""
     from codecorpus.tokenize.tokenizer import with_set_tokens
 
-    cfg = with_set_tokens(run.recipe.tokenizer, run.recipe.outputs)
+    return with_set_tokens(recipe.tokenizer, recipe.outputs)
+
+
+def run_tokenizer(run: StageRun) -> TokenizerConfig:
+    """``set_tokenizer``; a ``train:`` tokenizer is trained once, on a worker, into
+    RUN/tokenizer/ from the shards that tokenize reads."""
+    from codecorpus.tokenize import training
+
+    cfg = set_tokenizer(run.recipe)
     if cfg.train is None:
         return cfg
     path = run.run.tokenizer_dir / "tokenizer.json"
@@ -36,7 +41,7 @@ def run_tokenizer(run: StageRun) -> TokenizerConfig:
     return cfg.model_copy(update={"train": None, "path": str(path)})
 
 
-def warm_tokenizer(cfg: TokenizerConfig) -> None:
+def prefetch_tokenizer(cfg: TokenizerConfig) -> None:
     """Load a tokenizer into this process's cache (``load_tokenizer``); a ``train:`` one is
     trained by its run first, so it is left alone."""
     if cfg.train is None:
