@@ -202,8 +202,9 @@ def start(recipe: Recipe, run_dir: Path, workers: int | None = None, address: st
     Planning is a stat walk that needs no Ray, and Ray's start is mostly waiting on its
     processes, so the two overlap; each worker then imports the task modules while
     the plan finishes, and the selected stages' driver-side work starts in the background
-    after it (``Executor.prefetch``; ``only`` / ``until`` as ``run_pipeline`` takes them). The plan is the same as ``Executor.plan`` alone makes. ``workers`` is
-    the local Ray's CPUs; on a joined cluster (``address``) it caps the run's tasks at once.
+    after it (``Executor.prefetch``; ``only`` / ``until`` as ``run_pipeline`` takes them).
+    The plan is the same as ``Executor.plan`` alone makes. ``workers`` is the local Ray's
+    CPUs; on a joined cluster (``address``) it caps the run's tasks at once.
     """
     cap = (workers or recipe.workers) if address else None
     executor = Executor(recipe, run_dir, console=console, quiet=quiet, max_tasks=cap)
