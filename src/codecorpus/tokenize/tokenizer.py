@@ -148,18 +148,26 @@ class Tokenizer:
         The first non-empty text the engine encodes in this process is checked against
         the library (:meth:`check`), whichever part of the pipeline asks.
         """
+        encoded = self._encode(texts)
+        return encoded if isinstance(encoded, tuple) else _flat_from_lists(encoded)
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of each text as lists (the same ids as :meth:`encode_flat`)."""
+        encoded = self._encode(texts)
+        return _flat_lists(*encoded) if isinstance(encoded, tuple) else encoded
+
+    def _encode(self, texts: list[str]) -> FlatIds | list[list[int]]:
+        """The engine's flat ids, or the library's lists while it encodes (no conversion either way)."""
         engine, encode = self.encoder.for_batch(texts)
+        if engine == self.encoder.library:
+            return self.encoder.reference(texts)
         encoded = encode(texts)
-        if engine != self.encoder.library and not self.encoder.checked:
+        if not self.encoder.checked:
             first = next((t for t in texts if t), None)
             if first is not None:
                 self.encoder.checked = True
                 self.check(first)
         return encoded
-
-    def encode_batch(self, texts: list[str]) -> list[list[int]]:
-        """Token ids of each text as lists (the same ids as :meth:`encode_flat`)."""
-        return _flat_lists(*self.encode_flat(texts))
 
     def check(self, text: str) -> None:
         """Raise :class:`EngineMismatch` unless the engine encodes the start of ``text`` as the library does."""
@@ -409,7 +417,7 @@ class Encoder:
         :data:`LIBRARY_FIRST_CHARS` with it, then the engine."""
         if self._chosen is None and self.library_chars < LIBRARY_FIRST_CHARS:
             self.library_chars += sum(map(len, texts))
-            return self.library, functools.partial(_flat_from_lists, self.reference)
+            return self.library, functools.partial(_library_flat, self.reference)
         return self.engine()
 
     def _choose(self) -> tuple[str, Callable[[list[str]], FlatIds]]:
@@ -423,7 +431,7 @@ class Encoder:
         except BaseException as err:  # a component fastokens lacks, a regex it rejects, a Rust panic
             why = f"it cannot load it ({type(err).__name__}: {err})"
         _log.warning("tokenizer %s: encoding with %s, not fastokens: %s", self.name, self.library, why)
-        return self.library, functools.partial(_flat_from_lists, self.reference)
+        return self.library, functools.partial(_library_flat, self.reference)
 
 
 def _fastokens_from_tiktoken(path: Path, pattern: str) -> Callable[[list[str]], FlatIds]:
@@ -450,9 +458,13 @@ def _flat_encoder(fast: Any) -> Callable[[list[str]], FlatIds]:
     return encode_flat
 
 
-def _flat_from_lists(reference: Callable[[list[str]], list[list[int]]], texts: list[str]) -> FlatIds:
+def _library_flat(reference: Callable[[list[str]], list[list[int]]], texts: list[str]) -> FlatIds:
     """The library's ids of ``texts`` in the flat form."""
-    encoded = reference(texts)
+    return _flat_from_lists(reference(texts))
+
+
+def _flat_from_lists(encoded: list[list[int]]) -> FlatIds:
+    """Lists of ids in the flat form (one uint32 buffer and int64 offsets)."""
     offsets = np.zeros(len(encoded) + 1, np.int64)
     np.cumsum([len(ids) for ids in encoded], out=offsets[1:])
     values = array.array("I")
