@@ -34,7 +34,7 @@ leaves the first-parent chain or the previous commit touched such a file.
 from __future__ import annotations
 
 import datetime as dt
-import itertools
+import functools
 import re
 import subprocess
 from collections import Counter
@@ -209,11 +209,11 @@ class _Slice:
         blobs = self.objects.iter_many([oid for r in self.rows for oid, _ in r.wanted], self.cfg.max_before_file_bytes)
         rows = []
         for r in self.rows:
-            answers = list(itertools.islice(blobs, len(r.wanted)))
-            r.row[C.BEFORE], r.row[C.BEFORE_SKIPPED] = _before_images(self.cfg, r.wanted, answers)
+            row = r.row
+            row[C.BEFORE], row[C.BEFORE_SKIPPED] = _before_images(self.cfg, r.wanted, blobs)
             assert r.license.value is not None  # _read_licenses filled in every one
-            r.row[schema.LICENSE], r.row[schema.LICENSE_METHOD] = r.license.value
-            rows.append(r.row)
+            row[schema.LICENSE], row[schema.LICENSE_METHOD] = r.license.value
+            rows.append(row)
         table = pa.Table.from_pylist(rows, schema=C.COMMIT_SCHEMA)
         dropped = pa.Table.from_pylist(self.drops, schema=schema.DROP_SCHEMA)
         result = MapResult(table, dropped, self.counters)
@@ -341,6 +341,7 @@ def _one_record(state: _Slice, record: bytes | gitlog.Oversized) -> None:
     state.chain = (raw.parents[0] if raw.parents else None, None if touched else known)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _is_license_path(path: bytes) -> bool:
     return b"/" not in path and license.is_candidate(path.decode("utf-8", "replace"))
 
@@ -410,6 +411,13 @@ def _build_row(state: _Slice, raw: gitlog.RawCommit, known: _License | None) -> 
     if reason:
         return reason, ", ".join(sorted({f["excluded"] for f in files}))
     subject, _, body = message.strip("\n").partition("\n")
+    added = deleted = 0
+    wanted = []  # before-images of the changed code files (not added, not copied, not excluded)
+    for r, f in zip(raw.files, files, strict=True):
+        added += f["added"]
+        deleted += f["deleted"]
+        if f["excluded"] is None and r.old_oid != gitlog.ZERO_OID and f["status"] != "copy":
+            wanted.append((r.old_oid, f["old_path"]))
     row = {
         schema.ID: commit_id(state.repo, raw.sha), schema.SOURCE: state.repo.source, schema.REPO: state.repo.repo,
         schema.PATH: raw.sha, schema.LANG: _main_language(files), schema.BYTES: len(raw.patch),
@@ -418,12 +426,8 @@ def _build_row(state: _Slice, raw: gitlog.RawCommit, known: _License | None) -> 
         C.AUTHOR_EMAIL: raw.author_email.decode("utf-8", "replace"),
         C.AUTHOR_DATE: raw.author_time, C.COMMITTER_DATE: raw.committer_time,  # epoch seconds: Arrow's timestamp("s")
         C.SUBJECT: subject.strip(), C.BODY: body.strip("\n"), C.MESSAGE_ENCODING: encoding,
-        C.FILES: files, C.LINES_ADDED: sum(f["added"] for f in files), C.LINES_DELETED: sum(f["deleted"] for f in files),
-        C.DIFF: diff,
+        C.FILES: files, C.LINES_ADDED: added, C.LINES_DELETED: deleted, C.DIFF: diff,
     }  # fmt: skip
-    # before-images of the changed code files (not added, not copied, not excluded)
-    wanted = [(r.old_oid, f["old_path"]) for r, f in zip(raw.files, files, strict=True)
-              if f["excluded"] is None and r.old_oid != gitlog.ZERO_OID and f["status"] != "copy"]  # fmt: skip
     return _Row(row, wanted, known or _License(raw.sha))
 
 
@@ -500,11 +504,13 @@ def _main_language(files: list[dict[str, Any]]) -> str:
 
 
 def _before_images(
-    cfg: CommitsConfig, wanted: list[tuple[str, str]], blobs: list[tuple[str, bytes | None, int]]
+    cfg: CommitsConfig, wanted: list[tuple[str, str]], blobs: Iterator[tuple[str, bytes | None, int]]
 ) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
-    """(before-images, skipped files with why) of one commit from its wanted blobs, within the caps."""
+    """(before-images, skipped files with why) of one commit, its wanted blobs taken from ``blobs``
+    in order, within the caps."""
     before, skipped, total = [], [], 0
-    for (_, path), (kind, data, size) in zip(wanted, blobs, strict=True):
+    for _, path in wanted:
+        kind, data, size = next(blobs)
         if kind != "blob":
             skipped.append({"path": path, "reason": "missing"})
         elif data is None:

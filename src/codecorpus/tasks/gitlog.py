@@ -189,10 +189,11 @@ def parse_record(record: bytes) -> RawCommit:
     return commit
 
 
-# one ``--raw -z`` entry: modes, blob ids, status (a rename or copy has a score and two paths)
+# one ``--raw -z`` entry: modes and blob ids (one group), status (a rename or copy has a score and two paths)
 _RAW_ENTRY = re.compile(
-    rb":(\d+) (\d+) ([0-9a-f]+) ([0-9a-f]+) (?:([RC])\d*\x00([^\x00]*)\x00([^\x00]*)|([A-Z])\d*\x00([^\x00]*))\x00"
+    rb":(\d+ \d+ [0-9a-f]+ [0-9a-f]+) (?:([RC])\d*\x00([^\x00]*)\x00([^\x00]*)|([A-Z])\d*\x00([^\x00]*))\x00"
 )
+_STATUS_BYTES = {k.encode(): v for k, v in _STATUS.items()}
 
 
 def _parse_raw(data: bytes, pos: int) -> tuple[list[RawFile], int]:
@@ -205,13 +206,12 @@ def _parse_raw(data: bytes, pos: int) -> tuple[list[RawFile], int]:
         m = _RAW_ENTRY.match(data, pos)
         if m is None:
             raise UnparsableRecord(f"raw entry {data[pos : pos + 80]!r}")
-        old_mode, new_mode, old_oid, new_oid, renamed, old_path, new_path, status, path = m.groups()
+        ids, renamed, old_path, new_path, status, path = m.groups()
+        old_mode, new_mode, old_oid, new_oid = ids.decode("ascii").split(" ")
         if renamed:
-            status, path = renamed, new_path
+            files.append(RawFile(new_path, old_path, _STATUS_BYTES[renamed], old_mode, new_mode, old_oid, new_oid))
         else:
-            old_path = path
-        files.append(RawFile(path, old_path, _STATUS.get(status.decode(), "modify"), old_mode.decode(),
-                             new_mode.decode(), old_oid.decode(), new_oid.decode()))  # fmt: skip
+            files.append(RawFile(path, path, _STATUS_BYTES.get(status, "modify"), old_mode, new_mode, old_oid, new_oid))
         pos = m.end()
     if files and data[pos : pos + 1] == b"\x00":
         pos += 1
