@@ -104,6 +104,17 @@ def test_slices_and_batches_give_the_same_rows_as_one_walk(project_repo):
     assert pa.concat_tables([b.dropped for b in batches]).equals(whole_drops)
 
 
+def test_cat_file_batch_of_an_older_git_gives_the_same_rows(project_repo, monkeypatch):
+    """git before 2.36 has no ``cat-file --batch-command``: the reader falls back to ``--batch``."""
+    cfg = CommitsConfig(first_parent=False, max_before_file_bytes=200, batch_rows=3)
+    assert gitlog.batch_command()  # this machine's git is newer
+    buffered = read_all(project_repo, cfg)
+    monkeypatch.setattr(gitlog, "batch_command", lambda: False)
+    per_object = read_all(project_repo, cfg)
+    assert per_object[0].equals(buffered[0]) and per_object[1].equals(buffered[1])
+    assert per_object[0].column(C.BEFORE_SKIPPED).to_pylist() != [[]] * per_object[0].num_rows  # caps were hit
+
+
 def test_bounds_since_until_and_max_commits(project_repo):
     table, dropped, commits = read_all(project_repo, CommitsConfig(max_commits_per_repo=5))
     assert commits == 5 and table.num_rows + dropped.num_rows == 5

@@ -506,7 +506,7 @@ def _cat_batch(gitdir: str, shas: list[str], blobs: dict[str, bytes | str]) -> i
     deadlock against a full stdin pipe.
     """
     proc = subprocess.Popen(
-        ["git", f"--git-dir={gitdir}", "cat-file", "--batch"],
+        ["git", f"--git-dir={gitdir}", "cat-file", "--batch", "--buffer"],  # answers in large writes, not one per object
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_GIT_ENV,
     )
     assert proc.stdin is not None and proc.stdout is not None

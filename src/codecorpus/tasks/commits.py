@@ -7,7 +7,7 @@ the walk (``git rev-list``, first-parent by default, within ``since`` /
 task each. A slice is a few strings, so the plan is small for any history.
 
 Read (:func:`read_slice`): one streamed ``git log`` that walks the slice
-(:mod:`codecorpus.tasks.gitlog`) and one ``git cat-file --batch`` asked for the
+(:mod:`codecorpus.tasks.gitlog`) and one ``git cat-file`` asked for the
 before-images and license files of a whole batch of rows at once; rows come out
 as Arrow tables of ``batch_rows`` rows, so a 100k-commit history is never in
 memory at once.
@@ -157,7 +157,7 @@ class _Row:
 class _Slice:
     """State of one slice's read: rows and drops of the current batch, the license tracker, per-slice caches.
 
-    Objects are read per batch, not per commit: a finished batch asks ``git cat-file --batch``
+    Objects are read per batch, not per commit: a finished batch asks ``git cat-file``
     for every tree and before-image its rows need in one stream of requests (a round trip per
     commit would cost more CPU, in both processes, than the parse).
     """
