@@ -29,7 +29,13 @@ from tasks_repos import (
 
 from codecorpus.tasks import columns as C
 from codecorpus.tasks import gitlog
-from codecorpus.tasks.commits import Repository, plan_slices, read_slice, read_slice_table
+from codecorpus.tasks.commits import (
+    Repository,
+    plan_slices,
+    read_slice,
+    read_slice_table,
+    slice_shas,
+)
 from codecorpus.tasks.config import CommitsConfig
 
 __all__ = ["fork", "fork_repo", "project", "project_repo"]  # fixtures
@@ -102,6 +108,24 @@ def test_slices_and_batches_give_the_same_rows_as_one_walk(project_repo):
     assert max(b.table.num_rows + b.dropped.num_rows for b in batches) <= 3
     assert pa.concat_tables([b.table for b in batches]).equals(whole)
     assert pa.concat_tables([b.dropped for b in batches]).equals(whole_drops)
+
+
+@pytest.mark.parametrize("bounds", [{}, {"max_commits_per_repo": 11}, {"since": dt.datetime(2024, 1, 15)},
+                                    {"until": dt.datetime(2024, 2, 1), "max_commits_per_repo": 9}])  # fmt: skip
+def test_first_parent_slices_start_at_their_own_commit(project_repo, bounds):
+    """No slice of a first-parent walk makes git skip commits; the rows are the one walk's."""
+    one = CommitsConfig(**bounds)
+    whole_table, whole_drops, whole_commits = read_all(project_repo, one)
+    (whole,) = plan_slices([project_repo], one)
+    cfg = CommitsConfig(commits_per_slice=3, **bounds)
+    slices = plan_slices([project_repo], cfg)
+    walk = slice_shas(whole, one)
+    assert len(slices) > 1 and len(walk) == whole_commits
+    assert [sl.start for sl in slices] == walk[::3]
+    assert [sha for sl in slices for sha in slice_shas(sl, cfg)] == walk
+    assert not any(arg.startswith("--skip") for sl in slices for arg in sl.revisions(cfg))
+    table, drops, commits = read_all(project_repo, cfg)
+    assert commits == whole_commits and table.equals(whole_table) and drops.equals(whole_drops)
 
 
 def test_cat_file_batch_of_an_older_git_gives_the_same_rows(project_repo, monkeypatch):

@@ -3,8 +3,12 @@
 Plan (:func:`plan_slices`): per repository, the tip is resolved to a sha and
 the walk (``git rev-list``, first-parent by default, within ``since`` /
 ``until`` / ``max_commits_per_repo``) counted; it is cut into slices of
-``commits_per_slice`` commits (``--skip`` / ``--max-count`` of that walk), one
-task each. A slice is a few strings, so the plan is small for any history.
+``commits_per_slice`` commits, one task each. A slice is a few strings, so the
+plan is small for any history. A first-parent walk from any of its commits is
+the rest of the chain, so each slice of it starts at its own first commit
+(kept while the plan streams the walk); a walk of every parent cannot be
+resumed from one commit, so its slices are ``--skip`` / ``--max-count`` of the
+whole walk, and git walks (without diffing) the commits each slice skips.
 
 Read (:func:`read_slice`): one streamed ``git log`` that walks the slice
 (:mod:`codecorpus.tasks.gitlog`) and one ``git cat-file`` asked for the
@@ -78,12 +82,23 @@ class Repository:
 
 @dataclass(frozen=True)
 class CommitSlice:
-    """``count`` commits of ``repository``'s walk from ``tip``, after skipping ``skip``."""
+    """``count`` commits of ``repository``'s walk from ``tip``, after skipping ``skip``.
+
+    ``start``: in a first-parent walk, the sha of the slice's first commit, from which git
+    walks the slice without skipping (the work of skipping grows with the slice's place in
+    the history: quadratic over a long one)."""
 
     repository: Repository
     tip: str
     skip: int
     count: int
+    start: str | None = None
+
+    def revisions(self, cfg: CommitsConfig) -> list[str]:
+        """The walk options and revision of this slice for ``git log`` / ``git rev-list``."""
+        if self.start is not None:
+            return [*walk_args(cfg), f"--max-count={self.count}", self.start]
+        return [*walk_args(cfg), f"--skip={self.skip}", f"--max-count={self.count}", self.tip]
 
 
 def _git(gitdir: str, *args: str) -> str:
@@ -115,17 +130,34 @@ def plan_slices(repositories: list[Repository], cfg: CommitsConfig, revision: st
             tip = _git(repo.gitdir, "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}").strip()
         except GitError:
             raise GitError(f"{repo.repo}: {revision!r} is not a commit of {repo.gitdir}; name a branch, tag or sha") from None
-        total = int(_git(repo.gitdir, "rev-list", "--count", *walk_args(cfg), tip).strip() or 0)
-        if cfg.max_commits_per_repo is not None:
-            total = min(total, cfg.max_commits_per_repo)
-        for skip in range(0, total, cfg.commits_per_slice):
-            out.append(CommitSlice(repo, tip, skip, min(cfg.commits_per_slice, total - skip)))
+        bound = [f"--max-count={cfg.max_commits_per_repo}"] if cfg.max_commits_per_repo is not None else []
+        if cfg.first_parent:
+            starts, total = _every_nth(repo.gitdir, [*walk_args(cfg), *bound, tip], cfg.commits_per_slice)
+        else:
+            starts, total = [], int(_git(repo.gitdir, "rev-list", "--count", *walk_args(cfg), *bound, tip).strip() or 0)
+        for i, skip in enumerate(range(0, total, cfg.commits_per_slice)):
+            out.append(CommitSlice(repo, tip, skip, min(cfg.commits_per_slice, total - skip), starts[i] if starts else None))
     return out
 
 
+def _every_nth(gitdir: str, revisions: list[str], n: int) -> tuple[list[str], int]:
+    """(every ``n``-th sha of ``git rev-list revisions`` from the first, how many it lists), streamed."""
+    proc = subprocess.Popen(["git", f"--git-dir={gitdir}", "rev-list", *revisions], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=gitlog.GIT_ENV)  # fmt: skip
+    assert proc.stdout is not None
+    kept, total = [], 0
+    for line in proc.stdout:
+        if total % n == 0:
+            kept.append(line.decode("ascii").strip())
+        total += 1
+    err = proc.stderr.read() if proc.stderr is not None else b""
+    if proc.wait() != 0:
+        raise GitError(f"git rev-list failed in {gitdir}: {err.decode(errors='replace').strip()}")
+    return kept, total
+
+
 def slice_shas(sl: CommitSlice, cfg: CommitsConfig) -> list[str]:
-    out = _git(sl.repository.gitdir, "rev-list", *walk_args(cfg), f"--skip={sl.skip}", f"--max-count={sl.count}", sl.tip)
-    return out.split()
+    return _git(sl.repository.gitdir, "rev-list", *sl.revisions(cfg)).split()
 
 
 def shallow_commits(gitdir: str) -> frozenset[str]:
@@ -252,10 +284,10 @@ def read_slice(sl: CommitSlice, cfg: CommitsConfig) -> Iterator[MapResult]:
     with gitlog.ObjectReader(sl.repository.gitdir) as objects:
         state = _Slice(sl, cfg, objects)
         state.counters["commits"] = sl.count
-        walk = [*walk_args(cfg), f"--skip={sl.skip}", f"--max-count={sl.count}", sl.tip]
         shas = None
         try:
-            yield from _read_records(state, gitlog.stream_log(state.repo.gitdir, cfg.max_record_bytes, walk=walk))
+            records = gitlog.stream_log(state.repo.gitdir, cfg.max_record_bytes, walk=sl.revisions(cfg))
+            yield from _read_records(state, records)
         except gitlog.LogFailed as err:
             shas = slice_shas(sl, cfg)
             _drop_culprit(state, shas, err)
