@@ -41,6 +41,7 @@ import datetime as dt
 import functools
 import re
 import subprocess
+import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -142,17 +143,19 @@ def plan_slices(repositories: list[Repository], cfg: CommitsConfig, revision: st
 
 def _every_nth(gitdir: str, revisions: list[str], n: int) -> tuple[list[str], int]:
     """(every ``n``-th sha of ``git rev-list revisions`` from the first, how many it lists), streamed."""
-    proc = subprocess.Popen(["git", f"--git-dir={gitdir}", "rev-list", *revisions], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=gitlog.GIT_ENV)  # fmt: skip
-    assert proc.stdout is not None
     kept, total = [], 0
-    for line in proc.stdout:
-        if total % n == 0:
-            kept.append(line.decode("ascii").strip())
-        total += 1
-    err = proc.stderr.read() if proc.stderr is not None else b""
-    if proc.wait() != 0:
-        raise GitError(f"git rev-list failed in {gitdir}: {err.decode(errors='replace').strip()}")
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(["git", f"--git-dir={gitdir}", "rev-list", *revisions], stdout=subprocess.PIPE,
+                                stderr=err, env=gitlog.GIT_ENV)  # fmt: skip
+        assert proc.stdout is not None
+        with proc.stdout:
+            for line in proc.stdout:
+                if total % n == 0:
+                    kept.append(line.decode("ascii").strip())
+                total += 1
+        if proc.wait() != 0:
+            err.seek(0)
+            raise GitError(f"git rev-list failed in {gitdir}: {err.read().decode(errors='replace').strip()}")
     return kept, total
 
 
