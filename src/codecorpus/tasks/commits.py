@@ -148,11 +148,13 @@ def _every_nth(gitdir: str, revisions: list[str], n: int) -> tuple[list[str], in
         proc = subprocess.Popen(["git", f"--git-dir={gitdir}", "rev-list", *revisions], stdout=subprocess.PIPE,
                                 stderr=err, env=gitlog.GIT_ENV)  # fmt: skip
         assert proc.stdout is not None
+        rest = b""
         with proc.stdout:
-            for line in proc.stdout:
-                if total % n == 0:
-                    kept.append(line.decode("ascii").strip())
-                total += 1
+            while chunk := proc.stdout.read(1 << 20):
+                lines = (rest + chunk).split(b"\n")
+                rest = lines.pop()  # a line the next chunk ends
+                kept += [sha.decode("ascii") for sha in lines[-total % n :: n]]  # lines[i] is line total + i
+                total += len(lines)
         if proc.wait() != 0:
             err.seek(0)
             raise GitError(f"git rev-list failed in {gitdir}: {err.read().decode(errors='replace').strip()}")

@@ -42,6 +42,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import AnyStr, BinaryIO
 
+from codecorpus.ingest.git import GIT_ENV
+
 MARKER = b"\x00\x01codecorpus-commit\x02"
 LOG_FORMAT = "%x00%x01codecorpus-commit%x02%H%x00%P%x00%an%x00%ae%x00%at%x00%ct%x00%e%x00%B%x00%x03"
 _HEADER_END = b"\x00\x03\x00"
@@ -51,7 +53,6 @@ _OVERSIZED_HEAD = 1 << 16
 _SHA_FIELD = re.compile(rb"[0-9a-f]{40}\x00")  # a record's first field
 ZERO_OID = "0" * 40
 
-GIT_ENV = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C"}
 LOG_ARGS = (
     "-c", "core.quotePath=false", "-c", "log.showSignature=false", "log", "-z", "--no-abbrev", "-M", "--raw", "-p", "--diff-merges=off", "--no-color", "--no-ext-diff",
     "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/", "--encoding=UTF-8", f"--format={LOG_FORMAT}",
