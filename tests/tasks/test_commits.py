@@ -30,6 +30,8 @@ from tasks_repos import (
 from codecorpus.tasks import columns as C
 from codecorpus.tasks import gitlog
 from codecorpus.tasks.commits import (
+    _ROW_TAIL,
+    FileEntry,
     Repository,
     plan_slices,
     read_slice,
@@ -137,6 +139,12 @@ def test_cat_file_batch_of_an_older_git_gives_the_same_rows(project_repo, monkey
     per_object = read_all(project_repo, cfg)
     assert per_object[0].equals(buffered[0]) and per_object[1].equals(buffered[1])
     assert per_object[0].column(C.BEFORE_SKIPPED).to_pylist() != [[]] * per_object[0].num_rows  # caps were hit
+
+
+def test_row_tuples_follow_the_schema():
+    """The source builds its rows and file entries as tuples, which Arrow converts by position."""
+    assert FileEntry._fields == tuple(f.name for f in C.FILE_TYPE)
+    assert C.COMMIT_SCHEMA.names[-len(_ROW_TAIL) :] == list(_ROW_TAIL)
 
 
 def test_bounds_since_until_and_max_commits(project_repo):
