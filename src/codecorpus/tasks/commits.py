@@ -425,8 +425,13 @@ def _commit_drop(state: _Slice, raw: gitlog.RawCommit) -> tuple[str | None, str 
 
 def _decode_paths(files: list[gitlog.RawFile], min_evidence: int) -> dict[bytes, str] | None:
     """{raw path: text}; non-UTF-8 paths are decoded together, so their bytes are one body of evidence."""
+    out: dict[bytes, str] = {}
     try:
-        return {p: p.decode("utf-8") for f in files for p in (f.path, f.old_path)}
+        for f in files:
+            out[f.path] = f.path.decode("utf-8")
+            if f.old_path is not f.path:  # a rename or copy (else git's one path serves both)
+                out[f.old_path] = f.old_path.decode("utf-8")
+        return out
     except UnicodeDecodeError:
         pass
     out, bad = {}, []
