@@ -485,7 +485,8 @@ def _build_row(state: _Slice, raw: gitlog.RawCommit, known: _License | None) -> 
     row = (  # COMMIT_SCHEMA's columns in order, up to _ROW_TAIL
         commit_id(state.repo, raw.sha), state.repo.source, state.repo.repo,  # id, source, repo
         raw.sha, _main_language(files), len(raw.patch),  # path, lang, bytes
-        raw.sha, raw.parents, raw.author_name.decode("utf-8", "replace"), raw.author_email.decode("utf-8", "replace"),
+        raw.sha, raw.parents,  # sha, parents
+        raw.author_name.decode("utf-8", "replace"), raw.author_email.decode("utf-8", "replace"),  # author_name, _email
         raw.author_time, raw.committer_time,  # author and committer dates: epoch seconds, Arrow's timestamp("s")
         subject.strip(), body.strip("\n"), encoding,  # subject, body, message_encoding
         files, added, deleted, diff,  # files, lines_added, lines_deleted, diff
