@@ -25,7 +25,7 @@ machine, divided by its CPUs.
 Where codecorpus's time goes (one core) is printed too: its own process (Python: record
 split and parse, decoding, ingest's exclusions, row building, Arrow) and its git
 children (the git log that is the peer's work plus the ``cat-file`` reads of
-before-images and license files, and ``rev-parse`` / ``rev-list --count`` of the
+before-images and license files, and ``rev-parse`` / ``rev-list`` of the
 plan). A history of small commits (the synthetic one: two small files each) is
 the hard case, since git's own work per commit is least there while the Python
 per commit is fixed; on real histories with larger diffs the ratio is lower.

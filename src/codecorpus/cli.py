@@ -13,6 +13,7 @@ from rich.console import Console
 from codecorpus import schema
 from codecorpus.config import RecipeError, load_recipe
 from codecorpus.preflight import check_recipe_inputs
+from codecorpus.runtime import name_local_ray_auth
 
 if TYPE_CHECKING:
     from codecorpus.runtime.executor import RunResult
@@ -22,19 +23,6 @@ manifest_app = typer.Typer(no_args_is_help=True, help="Verify or show a run, set
 app.add_typer(manifest_app, name="manifest")
 console = Console(stderr=True)
 out = Console(width=None if sys.stdout.isatty() else 120)
-
-
-def _private_ray_auth() -> None:
-    """Name token authentication for the private local Ray a run starts, before Ray is imported.
-
-    Ray (2.5x and later) gives a new local instance token authentication by default, with a WARNING
-    at every start that suggests opting out. Naming the same mode keeps it and drops the warning.
-    Ray reads the variable when it is imported, so it is set here, before ``codecorpus.runtime``
-    is imported; in a process that has imported Ray already (a test calling the CLI), Ray's own
-    default applies. A user's own ``RAY_AUTH_MODE`` wins, and older Rays ignore it.
-    """
-    if "ray" not in sys.modules:
-        os.environ.setdefault("RAY_AUTH_MODE", "token")
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -58,7 +46,7 @@ def run(
 ) -> None:
     """Run a pipeline recipe; rerunning the same command resumes it."""
     if ray_address is None:
-        _private_ray_auth()
+        name_local_ray_auth()
     from codecorpus.pipeline.pipelines import check_stages
     from codecorpus.runtime.executor import PipelineError, start
 
@@ -298,7 +286,7 @@ def tokenizer_train(
     quiet: Annotated[bool, typer.Option(help="no progress bars")] = False,
 ) -> None:
     """Run the stages before tokenize, then train RUN/tokenizer/tokenizer.json on a deterministic sample."""
-    _private_ray_auth()
+    name_local_ray_auth()
     from codecorpus.runtime.executor import Executor, PipelineError, init_ray
     from codecorpus.tokenize.spec import run_tokenizer
 
