@@ -23,6 +23,7 @@ from tasks_repos import (
     copy_repo,
     fork,
     fork_repo,
+    init,
     project,
     project_repo,
 )
@@ -208,6 +209,27 @@ def test_split_records_across_chunk_boundaries():
         r[:40].decode() for r in records if len(r) > 20_500
     ]
     assert [r for r in out if not isinstance(r, gitlog.Oversized)] == [r for r in records if len(r) <= 20_500]
+
+
+def test_paths_that_look_like_raw_entries_or_patch_headers(tmp_path):
+    """A path may start with ":" (as each ``--raw`` entry does) or hold "diff --git " (as each
+    file's patch does): the files are still found, one per path, with their statuses."""
+    r = init(tmp_path / "odd")
+    r.write(":100644 100644 x M", "a = 1\n")
+    r.write("diff --git a/b b/b", "b = 1\n")
+    r.write("plain.py", "c = 1\n")
+    r.commit("Add odd names")
+    r.git("mv", "diff --git a/b b/b", ":R100 renamed")
+    r.write(":100644 100644 x M", "a = 2\n")
+    r.git("rm", "-q", "plain.py")
+    r.commit("Rename, edit and delete")
+    rows = by_subject(read_all(Repository("t", "o/odd", str(r.path / ".git")), CommitsConfig())[0])
+    assert sorted((f["path"], f["old_path"], f["status"]) for f in rows["Rename, edit and delete"][C.FILES]) == [
+        (":100644 100644 x M", ":100644 100644 x M", "modify"),
+        (":R100 renamed", "diff --git a/b b/b", "rename"),
+        ("plain.py", "plain.py", "delete"),
+    ]
+    assert [f["added"] for f in rows["Add odd names"][C.FILES]] == [1, 1, 1]
 
 
 def test_bot_authors_and_caps(project_repo):

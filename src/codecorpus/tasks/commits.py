@@ -394,10 +394,14 @@ def _one_record(state: _Slice, record: bytes | gitlog.Oversized) -> None:
         state.add("row", built)
     else:
         state.drop(raw.sha, built[0] or "unparsable", built[1], len(raw.patch))
-    touched = len(raw.parents) != 1 or not raw.files or any(
-        _is_license_path(f.path) or _is_license_path(f.old_path) for f in raw.files
-    )
-    state.chain = (raw.parents[0] if raw.parents else None, None if touched else known)
+    state.chain = (raw.parents[0] if raw.parents else None, known if _keeps_license(raw) else None)
+
+
+def _keeps_license(raw: gitlog.RawCommit) -> bool:
+    """Whether ``raw``'s parent has its license: one parent, and no top-level license file changed."""
+    if len(raw.parents) != 1 or not raw.files:
+        return False
+    return not any(_is_license_path(f.path) or _is_license_path(f.old_path) for f in raw.files)
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -470,21 +474,27 @@ def _build_row(state: _Slice, raw: gitlog.RawCommit, known: _License | None) -> 
         return diff, diffs
     if len(diffs) != len(raw.files):
         return "unparsable", f"{len(diffs)} patch sections for {len(raw.files)} files"
-    files = [_file_entry(state, f, paths, d) for f, d in zip(raw.files, diffs, strict=True)]
-    reason = _excluded_only(files)
-    if reason:
-        return reason, ", ".join(sorted({f.excluded for f in files}))
-    subject, _, body = message.strip("\n").partition("\n")
+    files = []
+    excluded: set[str | None] = set()
     added = deleted = 0
+    lines: dict[str, int] = {}  # changed lines (+1 per file) per language, of the code files
     wanted = []  # before-images of the changed code files (not added, not copied, not excluded)
-    for f in files:
-        added += f.added
-        deleted += f.deleted
-        if f.excluded is None and f.old_oid != gitlog.ZERO_OID and f.status != "copy":
-            wanted.append((f.old_oid, f.old_path))
+    for f, d in zip(raw.files, diffs, strict=True):
+        entry = _file_entry(state, f, paths, d)
+        files.append(entry)
+        excluded.add(entry.excluded)
+        added += entry.added
+        deleted += entry.deleted
+        if entry.excluded is None:
+            lines[entry.lang] = lines.get(entry.lang, 0) + entry.added + entry.deleted + 1
+            if f.old_oid != gitlog.ZERO_OID and entry.status != "copy":
+                wanted.append((f.old_oid, entry.old_path))
+    if None not in excluded:
+        return _excluded_only(excluded), ", ".join(sorted(excluded))  # type: ignore[arg-type]
+    subject, _, body = message.strip("\n").partition("\n")
     row = (  # COMMIT_SCHEMA's columns in order, up to _ROW_TAIL
         commit_id(state.repo, raw.sha), state.repo.source, state.repo.repo,  # id, source, repo
-        raw.sha, _main_language(files), len(raw.patch),  # path, lang, bytes
+        raw.sha, _main_language(lines), len(raw.patch),  # path, lang, bytes
         raw.sha, raw.parents,  # sha, parents
         raw.author_name.decode("utf-8", "replace"), raw.author_email.decode("utf-8", "replace"),  # author_name, _email
         raw.author_time, raw.committer_time,  # author and committer dates: epoch seconds, Arrow's timestamp("s")
@@ -543,20 +553,15 @@ def _file_exclusion(f: gitlog.RawFile, binary: bool, path_excluded: str | None, 
     return found[0] if found else None
 
 
-def _excluded_only(files: list[FileEntry]) -> str | None:
-    kinds = {f.excluded for f in files}
-    if None in kinds:
-        return None
-    reasons = {_EXCLUDED_ONLY.get(k, "excluded_only") for k in kinds}
+def _excluded_only(kinds: set[str | None]) -> str:
+    """The drop reason of a commit whose every file is excluded, ``kinds`` being their exclusions (no None)."""
+    reasons = {_EXCLUDED_ONLY.get(k, "excluded_only") for k in kinds}  # type: ignore[arg-type]
     return reasons.pop() if len(reasons) == 1 else "excluded_only"
 
 
-def _main_language(files: list[FileEntry]) -> str:
-    """The language with the most changed lines (+1 per file) among the code files; ties by name."""
-    lines: dict[str, int] = {}
-    for f in files:
-        if f.excluded is None:
-            lines[f.lang] = lines.get(f.lang, 0) + f.added + f.deleted + 1
+def _main_language(lines: dict[str, int]) -> str:
+    """The language with the most changed lines (+1 per file, as ``lines`` counts them) among the
+    code files; ties by name."""
     if len(lines) == 1:
         return next(iter(lines))
     return min(lines, key=lambda lang: (-lines[lang], lang)) if lines else schema.UNKNOWN

@@ -191,32 +191,37 @@ def parse_record(record: bytes) -> RawCommit:
     return commit
 
 
-# one ``--raw -z`` entry: modes and blob ids (one group), status (a rename or copy has a score and two paths)
-_RAW_ENTRY = re.compile(
-    rb":(\d+ \d+ [0-9a-f]+ [0-9a-f]+) (?:([RC])\d*\x00([^\x00]*)\x00([^\x00]*)|([A-Z])\d*\x00([^\x00]*))\x00"
-)
-_STATUS_BYTES = {k.encode(): v for k, v in _STATUS.items()}
+_TWO_PATHS = frozenset("RC")  # a rename or copy names its old path, then its new one
 
 
 def _parse_raw(data: bytes, pos: int) -> tuple[list[RawFile], int]:
-    """The changed files of the ``--raw`` section at ``pos`` of a record, and where its patch starts.
+    """The changed files of the ``--raw -z`` section at ``pos`` of a record, and where its patch starts.
 
-    One regex match per entry: the layout is fixed, so the fields come out as groups.
+    The section is NUL-separated tokens: per file, ``:old_mode new_mode old_oid new_oid status``
+    and its path (two paths for a rename or copy, whose status carries a score); an empty token
+    (two NULs: a path is never empty) ends it. One split of the section, not a match per entry.
     """
     files: list[RawFile] = []
-    while data.startswith(b":", pos):
-        m = _RAW_ENTRY.match(data, pos)
-        if m is None:
-            raise UnparsableRecord(f"raw entry {data[pos : pos + 80]!r}")
-        ids, renamed, old_path, new_path, status, path = m.groups()
-        old_mode, new_mode, old_oid, new_oid = ids.decode("ascii").split(" ")
-        if renamed:
-            files.append(RawFile(new_path, old_path, _STATUS_BYTES[renamed], old_mode, new_mode, old_oid, new_oid))
-        else:
-            files.append(RawFile(path, path, _STATUS_BYTES.get(status, "modify"), old_mode, new_mode, old_oid, new_oid))
-        pos = m.end()
-    if files and data[pos : pos + 1] == b"\x00":
-        pos += 1
+    if data.startswith(b":", pos):
+        end = data.find(b"\x00\x00", pos)
+        if end < 0:
+            end = len(data) - 1 if data.endswith(b"\x00") else len(data)
+        tokens = data[pos:end].split(b"\x00")
+        i = 0
+        try:
+            while i < len(tokens):
+                old_mode, new_mode, old_oid, new_oid, status = tokens[i][1:].decode("ascii").split(" ")
+                kind = status[:1]
+                if kind in _TWO_PATHS:
+                    files.append(RawFile(tokens[i + 2], tokens[i + 1], _STATUS[kind], old_mode, new_mode, old_oid, new_oid))
+                    i += 3
+                else:
+                    path = tokens[i + 1]
+                    files.append(RawFile(path, path, _STATUS.get(kind, "modify"), old_mode, new_mode, old_oid, new_oid))
+                    i += 2
+        except (ValueError, IndexError, UnicodeDecodeError):
+            raise UnparsableRecord(f"raw entry {tokens[i][:80]!r}") from None
+        pos = min(end + 2, len(data))
     if pos < len(data) and not data.startswith(b"diff --git ", pos):
         raise UnparsableRecord(f"unexpected bytes after the raw entries at {pos}")
     return files, pos
@@ -242,21 +247,20 @@ def line_counts(section: str) -> tuple[int, int, bool]:
 
 def patch_sections(patch: AnyStr) -> list[AnyStr]:
     """The patch of each file (``diff --git`` header to the next), in git's file order; bytes or text.
+    Bytes before the first header belong to no file.
 
     >>> patch_sections(b"diff --git a/x b/x\\n+1\\ndiff --git a/y b/y\\n-2\\n")
     [b'diff --git a/x b/x\\n+1\\n', b'diff --git a/y b/y\\n-2\\n']
     >>> patch_sections("diff --git a/x b/x\\n+1\\n")
     ['diff --git a/x b/x\\n+1\\n']
     """
-    if not patch:
-        return []
-    header, sep = ("diff --git ", "\ndiff --git ") if isinstance(patch, str) else (b"diff --git ", b"\ndiff --git ")
-    starts = [0] if patch.startswith(header) else []
-    at = patch.find(sep)
-    while at >= 0:
-        starts.append(at + 1)
-        at = patch.find(sep, at + 1)
-    return [patch[s:e] for s, e in zip(starts, [*starts[1:], len(patch)], strict=True)]
+    header, sep, nl = ("diff --git ", "\ndiff --git ", "\n") if isinstance(patch, str) else (b"diff --git ", b"\ndiff --git ", b"\n")
+    parts = patch.split(sep)  # one pass; each part after the first lost its header and the newline before it
+    last = parts.pop()
+    if not parts:
+        return [last] if last.startswith(header) else []
+    first = [parts[0] + nl] if parts[0].startswith(header) else []
+    return [*first, *[header + p + nl for p in parts[1:]], header + last]
 
 
 class LogFailed(RuntimeError):
