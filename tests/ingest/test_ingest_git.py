@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -11,6 +13,7 @@ import pytest
 
 from codecorpus import schema
 from codecorpus.config import GitSource, IngestConfig, RecipeError
+from codecorpus.ingest.git import batch_scheduling
 from codecorpus.ingest.plan import plan_shards
 from codecorpus.ingest.read import read_shard
 from conftest import MAIN_PY
@@ -101,3 +104,16 @@ def test_counts_conserve(repo: Path):
         r = read_shard(s)
         assert r.table.num_rows + r.dropped.num_rows + r.skipped.num_rows == len(s)
     assert Counter(type(u).__name__ for s in shards for u in s) == {"FileRef": 10}
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="Linux scheduling policies")
+def test_git_readers_run_as_batch_work_and_restore_the_policy():
+    """Inside ``batch_scheduling`` the thread and the processes it starts are SCHED_BATCH (so a
+    reader does not take the CPU from git at every write); after it, the policy is as before."""
+    before = os.sched_getscheduler(0)
+    child = [sys.executable, "-c", "import os; print(os.sched_getscheduler(0))"]
+    with batch_scheduling():
+        assert os.sched_getscheduler(0) == os.SCHED_BATCH
+        assert int(subprocess.run(child, capture_output=True, check=True).stdout) == os.SCHED_BATCH
+    assert os.sched_getscheduler(0) == before
+    assert int(subprocess.run(child, capture_output=True, check=True).stdout) == before

@@ -53,6 +53,31 @@ REPOSITORY_PATH = "."
 """The ``path`` of a drop row that stands for a whole repository."""
 
 
+@contextlib.contextmanager
+def batch_scheduling() -> Iterator[None]:
+    """Run the calling thread, and the git processes it starts meanwhile, as batch work (Linux's
+    ``SCHED_BATCH``); the thread's policy is restored after.
+
+    A reader and its git child trade data through a pipe. Under the default policy each write
+    of git wakes the reader, which then takes the CPU from git to read that one write: on a
+    busy core, a read and two switches per object git answers (``cat-file`` wrote about 1 KB
+    per read, one small blob). A batch task is not preferred on waking, so git fills the pipe
+    first: reads of about 40 KB, and half the reader's CPU per blob. Elsewhere (no such
+    policy, or not allowed) nothing changes.
+    """
+    try:
+        before = os.sched_getscheduler(0), os.sched_getparam(0)
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+    except (AttributeError, OSError):
+        before = None
+    try:
+        yield
+    finally:
+        if before is not None:
+            with contextlib.suppress(OSError):
+                os.sched_setscheduler(0, *before)
+
+
 class UnreadableRepository(RecipeError):
     """A repository git cannot read: ``reason`` and ``detail`` become its drop row in a folder
     or list source; for a one-repository source it is the recipe error (the message)."""
@@ -494,12 +519,13 @@ def cat_blobs(gitdir: str, shas: list[str]) -> dict[str, bytes | str]:
     """
     blobs: dict[str, bytes | str] = {}
     pending = list(shas)
-    while pending:
-        answered = _cat_batch(gitdir, pending, blobs)
-        if answered == len(pending):
-            break
-        blobs[pending[answered]] = "corrupt_object"
-        pending = pending[answered + 1:]
+    with batch_scheduling():
+        while pending:
+            answered = _cat_batch(gitdir, pending, blobs)
+            if answered == len(pending):
+                break
+            blobs[pending[answered]] = "corrupt_object"
+            pending = pending[answered + 1:]
     return blobs
 
 

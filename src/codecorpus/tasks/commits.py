@@ -52,6 +52,7 @@ import pyarrow as pa
 
 from codecorpus import schema
 from codecorpus.ingest import exclusions, license
+from codecorpus.ingest.git import batch_scheduling
 from codecorpus.langid import languages
 from codecorpus.stage import MapResult
 from codecorpus.tasks import columns as C
@@ -308,7 +309,7 @@ def read_slice(sl: CommitSlice, cfg: CommitsConfig) -> Iterator[MapResult]:
     are the slice's shas listed (``git rev-list``), the culprit dropped, and the rest read from
     the list, one git log per failure.
     """
-    with gitlog.ObjectReader(sl.repository.gitdir) as objects:
+    with batch_scheduling(), gitlog.ObjectReader(sl.repository.gitdir) as objects:  # the order: git inherits it
         state = _Slice(sl, cfg, objects)
         state.counters["commits"] = sl.count
         shas = None
