@@ -12,7 +12,9 @@ given on the command line, and with ``--synthetic N`` a generated one of N
 commits (``git fast-import``: a few files edited per commit, tests beside code).
 Goal: codecorpus within 2x of git. Measure on an idle machine.
 
-Two measures are printed, each side's best of three rounds. *One core*: one walk at a
+Two measures are printed, each side's best of ``--rounds`` rounds (5), the two sides taking
+turns within a round so that a slow spell of the machine falls on both; the spread of the
+rounds' own ratios is printed beside it. *One core*: one walk at a
 time with this process and every child pinned to a single CPU (the others idle), so
 codecorpus's Python and its git children take turns on that core as git alone does, and
 wall seconds are CPU seconds of one core. Unpinned, the two would run at once on two vCPUs,
@@ -120,14 +122,14 @@ def _walk_child(gitdir: str) -> None:
     print(commits, flush=True)
 
 
-def busy_rates(gitdir: str, copies: int) -> tuple[float, float, int]:
-    """(git, codecorpus) commits per wall second per CPU with ``copies`` walks at once, best of 3,
-    and the walk's commits."""
+def busy_rates(gitdir: str, copies: int, rounds: int) -> tuple[float, float, int]:
+    """(git, codecorpus) commits per wall second per CPU with ``copies`` walks at once, best of
+    ``rounds``, and the walk's commits."""
     git_cmd = ["git", f"--git-dir={gitdir}", "log", "--first-parent", "-p", "--numstat", "--raw", "-M", "HEAD"]
     commits = int(subprocess.run(["git", f"--git-dir={gitdir}", "rev-list", "--count", "--first-parent", "HEAD"],
                                  capture_output=True, check=True).stdout)  # fmt: skip
     git_best = cc_best = 0.0
-    for _ in range(3):
+    for _ in range(rounds):
         t0 = time.perf_counter()
         procs = [subprocess.Popen(git_cmd, stdout=subprocess.DEVNULL, env=GIT_ENV) for _ in range(copies)]
         for p in procs:
@@ -153,6 +155,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("repos", nargs="*", help="more git directories to measure")
     parser.add_argument("--synthetic", type=int, default=0, help="also a generated repository of N commits")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds per measure; each side's best counts")
     parser.add_argument("--walk-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.walk_child:
@@ -166,27 +169,30 @@ def main() -> None:
         everywhere = os.sched_getaffinity(0)
         os.sched_setaffinity(0, {max(everywhere)})  # children (git) inherit it
         total = {"git_cpu": 0.0, "cc_cpu": 0.0, "commits": 0}
-        print("one core (this process and its children pinned to one CPU; best of 3):")
+        print(f"one core (this process and its children pinned to one CPU; best of {args.rounds}, taking turns):")
         print(f"{'repository':<24}{'commits':>9}{'rows':>7}{'git c/s/core':>15}{'codecorpus c/s/core':>22}{'ratio':>8}"
-              f"{'us/commit: git':>17}{'cc python':>11}{'cc git':>8}")  # fmt: skip
+              f"{'rounds':>12}{'us/commit: git':>17}{'cc python':>11}{'cc git':>8}")  # fmt: skip
         for repo in repos:
-            git_cpu = min(git_raw(str(repo))[1] for _ in range(3))
-            _, cc_cpu, commits, rows, cc_python = min((codecorpus_walk(str(repo)) for _ in range(3)), key=lambda r: r[1])
+            turns = [(git_raw(str(repo))[1], codecorpus_walk(str(repo))) for _ in range(args.rounds)]
+            git_cpu = min(g for g, _ in turns)
+            _, cc_cpu, commits, rows, cc_python = min((w for _, w in turns), key=lambda r: r[1])
+            spread = sorted(w[1] / max(g, 1e-9) for g, w in turns)
             total["git_cpu"] += git_cpu
             total["cc_cpu"] += cc_cpu
             total["commits"] += commits
             us = 1e6 / max(commits, 1)
             print(f"{repo.name:<24}{commits:>9}{rows:>7}{commits / max(git_cpu, 1e-9):>15.0f}"
                   f"{commits / max(cc_cpu, 1e-9):>22.0f}{cc_cpu / max(git_cpu, 1e-9):>8.2f}"
+                  f"{f'{spread[0]:.2f}-{spread[-1]:.2f}':>12}"
                   f"{git_cpu * us:>17.0f}{cc_python * us:>11.0f}{(cc_cpu - cc_python) * us:>8.0f}")  # fmt: skip
         os.sched_setaffinity(0, everywhere)
         ratio = total["cc_cpu"] / max(total["git_cpu"], 1e-9)
         print(f"all, one core: {total['commits']} commits; codecorpus costs {ratio:.2f}x git's CPU per commit (goal <= 2x)")
-        print(f"\nevery core busy ({cpus} walks at once, best of 3):")
+        print(f"\nevery core busy ({cpus} walks at once, best of {args.rounds}):")
         print(f"{'repository':<24}{'git c/s/core':>15}{'codecorpus c/s/core':>22}{'ratio':>8}")
         wall = {"git": 0.0, "cc": 0.0}
         for repo in repos:
-            git_rate, cc_rate, n = busy_rates(str(repo), cpus)
+            git_rate, cc_rate, n = busy_rates(str(repo), cpus, args.rounds)
             wall["git"] += n / git_rate
             wall["cc"] += n / cc_rate
             print(f"{repo.name:<24}{git_rate:>15.0f}{cc_rate:>22.0f}{git_rate / cc_rate:>8.2f}")
