@@ -1,7 +1,10 @@
 """Commits per second per core: codecorpus's commits source against raw ``git log -p --numstat``.
 
-Both walk the same commits of the same repositories (first-parent, as the
-source does by default). The peer is git alone writing its log with patches,
+Both walk the same commits of the same repositories: first-parent, as the
+source does by default, or with ``--every-parent`` every commit (the shipped
+recipe's walk, whose slices read their commits from the plan's walk file).
+``--commits-per-slice`` cuts each history into slices of N (the source's default,
+5,000, unless given), to show what slicing a long history costs. The peer is git alone writing its log with patches,
 raw entries and numstat to /dev/null (the least any miner of history pays);
 codecorpus parses that same stream into Arrow rows, reads before-images and
 licenses, and applies its drop rules. CPU seconds (this process plus its git
@@ -32,7 +35,7 @@ plan). A history of small commits (the synthetic one: two small files each) is
 the hard case, since git's own work per commit is least there while the Python
 per commit is fixed; on real histories with larger diffs the ratio is lower.
 
-    python bench/commits_bench.py [--synthetic 2000] [REPO ...]
+    python bench/commits_bench.py [--synthetic 2000] [--every-parent] [--commits-per-slice N] [REPO ...]
 """
 
 from __future__ import annotations
@@ -93,40 +96,44 @@ def synthetic(tmp: Path, commits: int) -> Path:
     return dest
 
 
-def git_raw(gitdir: str) -> tuple[float, float]:
+def _walk(cfg: CommitsConfig) -> list[str]:
+    return ["--first-parent"] if cfg.first_parent else []
+
+
+def git_raw(gitdir: str, cfg: CommitsConfig) -> tuple[float, float]:
     wall, cpu = time.perf_counter(), cpu_seconds()
-    subprocess.run(["git", f"--git-dir={gitdir}", "log", "--first-parent", "-p", "--numstat", "--raw", "-M", "HEAD"],
+    subprocess.run(["git", f"--git-dir={gitdir}", "log", *_walk(cfg), "-p", "--numstat", "--raw", "-M", "HEAD"],
                    stdout=subprocess.DEVNULL, env=GIT_ENV, check=True)  # fmt: skip
     return time.perf_counter() - wall, cpu_seconds() - cpu
 
 
-def codecorpus_walk(gitdir: str, max_commits: int | None = None) -> tuple[float, float, int, int, float]:
-    """(wall s, CPU s, commits, rows, CPU s of the Python process alone)."""
-    cfg = CommitsConfig(max_commits_per_repo=max_commits)
+def codecorpus_walk(gitdir: str, cfg: CommitsConfig) -> tuple[float, float, int, int, float]:
+    """(wall s, CPU s, commits, rows, CPU s of the Python process alone), the plan included."""
     wall, (own, kids) = time.perf_counter(), cpu_split()
     commits = rows = 0
-    for sl in plan_slices([Repository("bench", Path(gitdir).name, gitdir)], cfg):
-        for batch in read_slice(sl, cfg):
-            commits += batch.table.num_rows + batch.dropped.num_rows
-            rows += batch.table.num_rows
+    with tempfile.TemporaryDirectory() as plan_dir:
+        for sl in plan_slices([Repository("bench", Path(gitdir).name, gitdir)], cfg, plan_dir=plan_dir):
+            for batch in read_slice(sl, cfg):
+                commits += batch.table.num_rows + batch.dropped.num_rows
+                rows += batch.table.num_rows
     own_now, kids_now = cpu_split()
     return time.perf_counter() - wall, own_now + kids_now - own - kids, commits, rows, own_now - own
 
 
-def _walk_child(gitdir: str) -> None:
+def _walk_child(gitdir: str, cfg: CommitsConfig) -> None:
     """One walker of the busy-machine measure: warm up, say so, wait for the go, walk, report."""
-    codecorpus_walk(gitdir, max_commits=5)
+    codecorpus_walk(gitdir, cfg.model_copy(update={"max_commits_per_repo": 5}))
     print("ready", flush=True)
     sys.stdin.readline()
-    _, _, commits, _, _ = codecorpus_walk(gitdir)
+    _, _, commits, _, _ = codecorpus_walk(gitdir, cfg)
     print(commits, flush=True)
 
 
-def busy_rates(gitdir: str, copies: int, rounds: int) -> tuple[float, float, int]:
+def busy_rates(gitdir: str, cfg: CommitsConfig, copies: int, rounds: int) -> tuple[float, float, int]:
     """(git, codecorpus) commits per wall second per CPU with ``copies`` walks at once, best of
     ``rounds``, and the walk's commits."""
-    git_cmd = ["git", f"--git-dir={gitdir}", "log", "--first-parent", "-p", "--numstat", "--raw", "-M", "HEAD"]
-    commits = int(subprocess.run(["git", f"--git-dir={gitdir}", "rev-list", "--count", "--first-parent", "HEAD"],
+    git_cmd = ["git", f"--git-dir={gitdir}", "log", *_walk(cfg), "-p", "--numstat", "--raw", "-M", "HEAD"]
+    commits = int(subprocess.run(["git", f"--git-dir={gitdir}", "rev-list", "--count", *_walk(cfg), "HEAD"],
                                  capture_output=True, check=True).stdout)  # fmt: skip
     git_best = cc_best = 0.0
     for _ in range(rounds):
@@ -135,8 +142,9 @@ def busy_rates(gitdir: str, copies: int, rounds: int) -> tuple[float, float, int
         for p in procs:
             p.wait()
         git_best = max(git_best, commits / (time.perf_counter() - t0))
-        walkers = [subprocess.Popen([sys.executable, __file__, "--walk-child", gitdir], stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, text=True) for _ in range(copies)]  # fmt: skip
+        child = [sys.executable, __file__, "--walk-child", gitdir, *_options(cfg)]
+        walkers = [subprocess.Popen(child, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                   for _ in range(copies)]  # fmt: skip
         for w in walkers:
             assert w.stdout is not None and w.stdout.readline().strip() == "ready"
         t0 = time.perf_counter()
@@ -151,29 +159,39 @@ def busy_rates(gitdir: str, copies: int, rounds: int) -> tuple[float, float, int
     return git_best, cc_best, commits
 
 
+def _options(cfg: CommitsConfig) -> list[str]:
+    return [*([] if cfg.first_parent else ["--every-parent"]), f"--commits-per-slice={cfg.commits_per_slice}"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("repos", nargs="*", help="more git directories to measure")
     parser.add_argument("--synthetic", type=int, default=0, help="also a generated repository of N commits")
     parser.add_argument("--rounds", type=int, default=5, help="rounds per measure; each side's best counts")
+    parser.add_argument("--every-parent", action="store_true", help="walk every parent, not the first-parent chain")
+    parser.add_argument("--commits-per-slice", type=int, default=CommitsConfig().commits_per_slice,
+                        help="cut each history into slices of N (the source's default)")
     parser.add_argument("--walk-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    cfg = CommitsConfig(first_parent=not args.every_parent, commits_per_slice=args.commits_per_slice)
     if args.walk_child:
-        return _walk_child(args.walk_child)
+        return _walk_child(args.walk_child, cfg)
     with tempfile.TemporaryDirectory() as tmp:
         repos = [own_history(Path(tmp)), *map(Path, args.repos)]
         if args.synthetic:
             repos.append(synthetic(Path(tmp), args.synthetic))
-        codecorpus_walk(str(repos[0]), max_commits=5)  # imports and first-use costs are once per worker, not per commit
+        codecorpus_walk(str(repos[0]), cfg.model_copy(update={"max_commits_per_repo": 5}))  # imports and first-use costs are once per worker, not per commit
         cpus = os.cpu_count() or 1
         everywhere = os.sched_getaffinity(0)
         os.sched_setaffinity(0, {max(everywhere)})  # children (git) inherit it
         total = {"git_cpu": 0.0, "cc_cpu": 0.0, "commits": 0}
+        walk = "every parent" if args.every_parent else "first parent"
+        print(f"walk: {walk}, {cfg.commits_per_slice} commits a slice at most")
         print(f"one core (this process and its children pinned to one CPU; best of {args.rounds}, taking turns):")
         print(f"{'repository':<24}{'commits':>9}{'rows':>7}{'git c/s/core':>15}{'codecorpus c/s/core':>22}{'ratio':>8}"
               f"{'rounds':>12}{'us/commit: git':>17}{'cc python':>11}{'cc git':>8}")  # fmt: skip
         for repo in repos:
-            turns = [(git_raw(str(repo))[1], codecorpus_walk(str(repo))) for _ in range(args.rounds)]
+            turns = [(git_raw(str(repo), cfg)[1], codecorpus_walk(str(repo), cfg)) for _ in range(args.rounds)]
             git_cpu = min(g for g, _ in turns)
             _, cc_cpu, commits, rows, cc_python = min((w for _, w in turns), key=lambda r: r[1])
             spread = sorted(w[1] / max(g, 1e-9) for g, w in turns)
@@ -192,7 +210,7 @@ def main() -> None:
         print(f"{'repository':<24}{'git c/s/core':>15}{'codecorpus c/s/core':>22}{'ratio':>8}")
         wall = {"git": 0.0, "cc": 0.0}
         for repo in repos:
-            git_rate, cc_rate, n = busy_rates(str(repo), cpus, args.rounds)
+            git_rate, cc_rate, n = busy_rates(str(repo), cfg, cpus, args.rounds)
             wall["git"] += n / git_rate
             wall["cc"] += n / cc_rate
             print(f"{repo.name:<24}{git_rate:>15.0f}{cc_rate:>22.0f}{git_rate / cc_rate:>8.2f}")

@@ -365,6 +365,16 @@ def plan_batch_file(plan_dir: Path | str, batch: str, suffix: str) -> Path:
     return Path(plan_dir) / f"{batch}{suffix}"
 
 
+PLAN_WALK_SUFFIX = ".walk"
+"""A repository's listed history walk: ``git rev-list``'s own output, one sha and a newline per commit
+(fixed width, so a slice reads its commits at ``skip * width``; ``tasks/commits.py``)."""
+
+
+def plan_walk_file(plan_dir: Path | str, key: str) -> Path:
+    """The listed walk of one repository in the commits stage's plan folder (``RunPaths.plan_dir``)."""
+    return Path(plan_dir) / f"{key}{PLAN_WALK_SUFFIX}"
+
+
 TASKS_DIR = "tasks"
 """``RUN/tasks/``: the SWE-bench task files of a repository-tasks run."""
 TASK_FILES = {"train": "tasks.jsonl", "eval": "tasks-eval.jsonl"}

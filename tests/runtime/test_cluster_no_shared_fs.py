@@ -145,12 +145,14 @@ def _histories(root: Path) -> Path:
 
 
 def _tasks_recipe(histories: Path) -> dict:
-    """The repository-tasks pipeline on ``_histories``: two commits a slice, so every stage has four shards."""
+    """The repository-tasks pipeline on ``_histories``: two commits a slice, so every stage has four shards;
+    every parent walked, as the shipped recipe does, so each slice reads its commits from the plan's
+    walk file, which the driver wrote to the bucket."""
     return {
         "name": "nofs-tasks", "seed": 7,
         "sources": [{"type": "git", "name": "histories", "path": str(histories)}],
         "stages": {
-            "commits": {"commits_per_slice": 2},
+            "commits": {"commits_per_slice": 2, "first_parent": False},
             "commit_filters": {"max_files_changed": 10, "require_imperative": False, "permissive_only": False},
             "commit_dedup": {"buckets": 2}, "task_candidates": {}, "edit_set": {"target": "diff"},
             "sft_render": {}, "task_outputs": {},
@@ -287,6 +289,10 @@ def test_repo_tasks_without_shared_fs_give_the_local_bytes(cluster_runs, s3_serv
     assert stats["commit_dedup"]["dropped"] == {"duplicate_exact": 2}
     # the calculator and its fix, each with its test; every commit dedup kept is an edit example
     assert (stats["task_candidates"]["rows_out"], stats["sft_render"]["rows_out"]) == (2, 4)
+    # the plan's walk files, one per repository, written by the driver: the nodes' slices fetched them
+    walks = {n: {p.name for p in run.mirrors[n].rglob("*.walk")} for n in ("driver", "head", "worker")}
+    assert len(walks["driver"]) == 2 and walks["head"] and walks["worker"]
+    assert walks["head"] | walks["worker"] == walks["driver"]
     _assert_the_bucket_holds_the_local_run(run, s3_server, tmp_path)
 
 

@@ -6,6 +6,7 @@ import datetime as dt
 import io
 import os
 import subprocess
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -45,7 +46,8 @@ __all__ = ["fork", "fork_repo", "project", "project_repo"]  # fixtures
 
 
 def read_all(repo: Repository, cfg: CommitsConfig):
-    results = [read_slice_table(sl, cfg) for sl in plan_slices([repo], cfg)]
+    with tempfile.TemporaryDirectory() as plan_dir:  # a walk of every parent is listed there
+        results = [read_slice_table(sl, cfg) for sl in plan_slices([repo], cfg, plan_dir=plan_dir)]
     table = pa.concat_tables([r.table for r in results])
     dropped = pa.concat_tables([r.dropped for r in results])
     commits = sum(r.counters["commits"] for r in results)
@@ -131,6 +133,47 @@ def test_first_parent_slices_start_at_their_own_commit(project_repo, bounds):
     assert commits == whole_commits and table.equals(whole_table) and drops.equals(whole_drops)
 
 
+@pytest.mark.parametrize("bounds", [{}, {"max_commits_per_repo": 11}, {"since": dt.datetime(2024, 1, 15)},
+                                    {"until": dt.datetime(2024, 2, 1), "max_commits_per_repo": 9}])  # fmt: skip
+def test_slices_of_a_walk_of_every_parent_read_their_commits_from_the_plans_walk_file(
+    project, project_repo, tmp_path, monkeypatch, bounds
+):
+    """The plan writes the walk as git rev-list prints it; each slice hands its own lines to git,
+    which never walks (or skips) the commits before the slice; the rows are the one walk's."""
+    one = CommitsConfig(first_parent=False, **bounds)
+    whole_table, whole_drops, whole_commits = read_all(project_repo, one)
+    cfg = CommitsConfig(first_parent=False, commits_per_slice=3, batch_rows=2, **bounds)
+    slices = plan_slices([project_repo], cfg, plan_dir=tmp_path)
+    (listing,) = {sl.listing for sl in slices}
+    assert Path(listing).parent == tmp_path and Path(listing).suffix == ".walk"
+    walk_args = [f"--max-count={cfg.max_commits_per_repo}"] if cfg.max_commits_per_repo else []
+    for flag, when in (("--since", cfg.since), ("--until", cfg.until)):
+        walk_args += [f"{flag}={int(when.replace(tzinfo=dt.timezone.utc).timestamp())}"] if when else []
+    walk = project.git("rev-list", *walk_args, "HEAD").split()
+    assert Path(listing).read_text() == "".join(f"{sha}\n" for sha in walk)
+    assert len(slices) > 1 and [sl.skip for sl in slices] == list(range(0, len(walk), 3))
+    assert [sha for sl in slices for sha in slice_shas(sl, cfg)] == walk and len(walk) == whole_commits
+    given = []
+    real = gitlog.stream_log
+
+    def recorded(gitdir, max_record_bytes, *, shas=None, walk=None):
+        given.append((shas, walk))
+        return real(gitdir, max_record_bytes, shas=shas, walk=walk)
+
+    monkeypatch.setattr(gitlog, "stream_log", recorded)
+    results = [read_slice_table(sl, cfg) for sl in slices]
+    assert [shas for shas, _ in given] == [slice_shas(sl, cfg) for sl in slices]
+    assert all(walk is None for _, walk in given)  # git is given the commits, it walks nothing
+    assert pa.concat_tables([r.table for r in results]).equals(whole_table)
+    assert pa.concat_tables([r.dropped for r in results]).equals(whole_drops)
+    assert sum(r.counters["commits"] for r in results) == whole_commits
+
+
+def test_a_walk_of_every_parent_needs_a_plan_folder(project_repo):
+    with pytest.raises(ValueError, match="plan_dir"):
+        plan_slices([project_repo], CommitsConfig(first_parent=False))
+
+
 @pytest.mark.skipif(not gitlog.batch_command(), reason="this git is older than 2.36: it has only --batch")
 def test_cat_file_batch_of_an_older_git_gives_the_same_rows(project_repo, monkeypatch):
     """git before 2.36 has no ``cat-file --batch-command``: the reader falls back to ``--batch``."""
@@ -172,14 +215,18 @@ def test_shallow_clone_boundary_is_missing_parent(project, tmp_path):
     assert dropped.column("path")[0].as_py() == (shallow / ".git" / "shallow").read_text().split()[0]
 
 
-def test_a_corrupt_object_drops_its_commit_and_the_walk_goes_on(project, tmp_path):
+@pytest.mark.parametrize("cfg", [CommitsConfig(), CommitsConfig(batch_rows=3),
+                                 CommitsConfig(first_parent=False, commits_per_slice=5, batch_rows=3)])  # fmt: skip
+def test_a_corrupt_object_drops_its_commit_and_the_walk_goes_on(project, tmp_path, cfg):
+    """Also when batches went out before git failed: the commits are counted once."""
     broken = copy_repo(project.path / ".git", tmp_path / "broken.git")
     sha = project.git("log", "--format=%H", "-1", "--grep=Fix division")
     blob = project.git("rev-parse", f"{sha}:src/calc.py")
     (broken / "objects" / blob[:2] / blob[2:]).unlink()  # the fixture's objects are loose
     repo = Repository("fixture", "acme/proj", str(broken))
-    table, dropped, commits = read_all(repo, CommitsConfig())
-    assert commits == table.num_rows + dropped.num_rows == 19
+    table, dropped, commits = read_all(repo, cfg)
+    listed = project.git("rev-list", "--count", *(["--first-parent"] if cfg.first_parent else []), "HEAD")
+    assert commits == table.num_rows + dropped.num_rows == int(listed)
     reasons = dict(zip(dropped.column("path").to_pylist(), dropped.column("reason").to_pylist(), strict=True))
     assert reasons.get(sha) == "corrupt_object"
     assert "Add a calculator with tests" in by_subject(table)  # commits after the failure are read

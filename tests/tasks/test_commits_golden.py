@@ -44,7 +44,8 @@ def canonical(repo: Repository) -> dict[str, dict[str, list]]:
     """Rows and drops of each walk as JSON values (timestamps as ISO strings)."""
     out = {}
     for name, cfg in WALKS.items():
-        batches = [b for sl in plan_slices([repo], cfg) for b in read_slice(sl, cfg)]
+        with tempfile.TemporaryDirectory() as plan_dir:  # a walk of every parent is listed there
+            batches = [b for sl in plan_slices([repo], cfg, plan_dir=plan_dir) for b in read_slice(sl, cfg)]
         rows = pa.concat_tables([b.table for b in batches]).to_pylist()
         drops = pa.concat_tables([b.dropped for b in batches]).to_pylist()
         out[name] = json.loads(json.dumps({"rows": rows, "drops": drops}, default=str, sort_keys=True))

@@ -4,13 +4,16 @@ Plan (:func:`plan_slices`): per repository, the tip is resolved to a sha and
 the walk (``git rev-list``, first-parent by default, within ``since`` /
 ``until`` / ``max_commits_per_repo``) counted; it is cut into slices of
 ``commits_per_slice`` commits, one task each. A slice is a few strings, so the
-plan is small for any history. A first-parent walk from any of its commits is
-the rest of the chain, so each slice of it starts at its own first commit
-(kept while the plan streams the walk); a walk of every parent cannot be
-resumed from one commit, so its slices are ``--skip`` / ``--max-count`` of the
-whole walk, and git walks (without diffing) the commits each slice skips.
+plan is small for any history. No slice makes git walk the commits before it:
 
-Read (:func:`read_slice`): one streamed ``git log`` that walks the slice
+- a first-parent walk from any of its commits is the rest of the chain, so each
+  slice of it starts at its own first commit (kept while the plan streams the walk);
+- a walk of every parent cannot be resumed from one commit, so the plan writes
+  the whole walk, as ``git rev-list`` prints it, to a file of the run
+  (``RUN/_plan/commits/<key>.walk``, through the run store), and each slice reads
+  its own lines of it and hands them to git.
+
+Read (:func:`read_slice`): one streamed ``git log`` over the slice
 (:mod:`codecorpus.tasks.gitlog`) and one ``git cat-file`` asked for the
 before-images and license files of a whole batch of rows at once; rows come out
 as Arrow tables of ``batch_rows`` rows, so a 100k-commit history is never in
@@ -39,6 +42,8 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import hashlib
+import os
 import re
 import subprocess
 import tempfile
@@ -55,6 +60,8 @@ from codecorpus.ingest import exclusions, license
 from codecorpus.ingest.git import batch_scheduling
 from codecorpus.langid import languages
 from codecorpus.stage import MapResult
+from codecorpus.storage import mirror
+from codecorpus.storage.atomic import atomic_writer
 from codecorpus.tasks import columns as C
 from codecorpus.tasks import gitlog
 from codecorpus.tasks.config import CommitsConfig
@@ -84,23 +91,26 @@ class Repository:
 
 @dataclass(frozen=True)
 class CommitSlice:
-    """``count`` commits of ``repository``'s walk from ``tip``, after skipping ``skip``.
+    """``count`` commits of ``repository``'s walk from ``tip``, after its first ``skip``.
 
-    ``start``: in a first-parent walk, the sha of the slice's first commit, from which git
-    walks the slice without skipping (the work of skipping grows with the slice's place in
-    the history: quadratic over a long one)."""
+    How git is given them, so that it never walks (without diffing) the commits of the slices
+    before, which is quadratic over a long history: ``start``, in a first-parent walk, is the
+    sha of the slice's first commit, from which git walks the slice itself; ``listing``, in a
+    walk of every parent, is the plan's file of the whole walk (``schema.plan_walk_file``), of
+    which the slice reads its ``count`` lines after ``skip`` and hands them to git."""
 
     repository: Repository
     tip: str
     skip: int
     count: int
     start: str | None = None
+    listing: str | None = None
 
     def revisions(self, cfg: CommitsConfig) -> list[str]:
-        """The walk options and revision of this slice for ``git log`` / ``git rev-list``."""
-        if self.start is not None:
-            return [*walk_args(cfg), f"--max-count={self.count}", self.start]
-        return [*walk_args(cfg), f"--skip={self.skip}", f"--max-count={self.count}", self.tip]
+        """The walk options and revision of a first-parent slice for ``git log`` / ``git rev-list``."""
+        if self.start is None:
+            raise ValueError("a slice of a walk of every parent is listed in the plan's walk file")
+        return [*walk_args(cfg), f"--max-count={self.count}", self.start]
 
 
 def _git(gitdir: str, *args: str) -> str:
@@ -124,22 +134,51 @@ def _epoch(when: dt.datetime) -> int:
     return int((when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)).timestamp())
 
 
-def plan_slices(repositories: list[Repository], cfg: CommitsConfig, revision: str = "HEAD") -> list[CommitSlice]:
-    """Slices of every repository's walk, in repository order then newest first."""
+def plan_slices(
+    repositories: list[Repository], cfg: CommitsConfig, revision: str = "HEAD", plan_dir: Path | str | None = None
+) -> list[CommitSlice]:
+    """Slices of every repository's walk, in repository order then newest first. A walk of
+    every parent is written to ``plan_dir`` (the run's ``plan_dir("commits")``), which it needs."""
+    if not cfg.first_parent and plan_dir is None:
+        raise ValueError("a walk of every parent (first_parent: false) is listed in a plan folder: pass plan_dir")
     out = []
+    n = cfg.commits_per_slice
     for repo in repositories:
         try:
             tip = _git(repo.gitdir, "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}").strip()
         except GitError:
             raise GitError(f"{repo.repo}: {revision!r} is not a commit of {repo.gitdir}; name a branch, tag or sha") from None
         bound = [f"--max-count={cfg.max_commits_per_repo}"] if cfg.max_commits_per_repo is not None else []
+        revisions = [*walk_args(cfg), *bound, tip]
         if cfg.first_parent:
-            starts, total = _every_nth(repo.gitdir, [*walk_args(cfg), *bound, tip], cfg.commits_per_slice)
+            starts, total = _every_nth(repo.gitdir, revisions, n)
+            out += [CommitSlice(repo, tip, skip, min(n, total - skip), start=starts[i])
+                    for i, skip in enumerate(range(0, total, n))]  # fmt: skip
         else:
-            starts, total = [], int(_git(repo.gitdir, "rev-list", "--count", *walk_args(cfg), *bound, tip).strip() or 0)
-        for i, skip in enumerate(range(0, total, cfg.commits_per_slice)):
-            out.append(CommitSlice(repo, tip, skip, min(cfg.commits_per_slice, total - skip), starts[i] if starts else None))
+            assert plan_dir is not None
+            listing = str(schema.plan_walk_file(plan_dir, _walk_key(repo)))
+            total = _list_walk(repo.gitdir, revisions, listing, len(tip) + 1)
+            out += [CommitSlice(repo, tip, skip, min(n, total - skip), listing=listing) for skip in range(0, total, n)]
     return out
+
+
+def _walk_key(repo: Repository) -> str:
+    return hashlib.sha256("\0".join((repo.source, repo.repo, repo.gitdir)).encode()).hexdigest()[:20]
+
+
+def _list_walk(gitdir: str, revisions: list[str], path: str, width: int) -> int:
+    """Write ``git rev-list revisions`` to the run file ``path`` as git prints it (``width`` bytes a
+    commit); how many commits it lists. Python never sees the shas."""
+    with tempfile.TemporaryFile() as err, atomic_writer(path) as out:
+        proc = subprocess.run(["git", f"--git-dir={gitdir}", "rev-list", *revisions], stdout=out, stderr=err,
+                              env=gitlog.GIT_ENV, check=False)  # fmt: skip
+        if proc.returncode != 0:
+            err.seek(0)
+            raise GitError(f"git rev-list failed in {gitdir}: {err.read().decode(errors='replace').strip()}")
+        size = os.fstat(out.fileno()).st_size
+    if size % width:
+        raise GitError(f"git rev-list in {gitdir} printed {size} bytes, not lines of {width}")
+    return size // width
 
 
 def _every_nth(gitdir: str, revisions: list[str], n: int) -> tuple[list[str], int]:
@@ -163,7 +202,17 @@ def _every_nth(gitdir: str, revisions: list[str], n: int) -> tuple[list[str], in
 
 
 def slice_shas(sl: CommitSlice, cfg: CommitsConfig) -> list[str]:
-    return _git(sl.repository.gitdir, "rev-list", *sl.revisions(cfg)).split()
+    """The slice's commits in walk order: its lines of the plan's walk file, else ``git rev-list``."""
+    if sl.listing is None:
+        return _git(sl.repository.gitdir, "rev-list", *sl.revisions(cfg)).split()
+    width = len(sl.tip) + 1
+    with open(mirror.ensure_local(sl.listing), "rb") as f:
+        f.seek(sl.skip * width)
+        shas = f.read(sl.count * width).decode("ascii").split()
+    if len(shas) != sl.count:
+        raise GitError(f"{sl.repository.repo}: the plan's walk file {sl.listing} holds {len(shas)} commits after "
+                       f"{sl.skip} where the slice has {sl.count}; the plan folder was changed during the run")  # fmt: skip
+    return shas
 
 
 def shallow_commits(gitdir: str) -> frozenset[str]:
@@ -305,30 +354,32 @@ def commit_id(repo: Repository, sha: str) -> str:
 def read_slice(sl: CommitSlice, cfg: CommitsConfig) -> Iterator[MapResult]:
     """Batches (rows, drops) of one slice, in walk order; every listed commit is in exactly one.
 
-    git walks the slice itself (one process, no list of shas). Only when it fails on a commit
-    are the slice's shas listed (``git rev-list``), the culprit dropped, and the rest read from
-    the list, one git log per failure.
+    A first-parent slice: git walks it itself (one process, no list of shas). Only when it
+    fails on a commit are the slice's shas listed (``git rev-list``), the culprit dropped, and
+    the rest read from the list, one git log per failure. A slice of a walk of every parent is
+    read from its lines of the plan's walk file from the start.
     """
     with batch_scheduling(), gitlog.ObjectReader(sl.repository.gitdir) as objects:  # the order: git inherits it
         state = _Slice(sl, cfg, objects)
         state.counters["commits"] = sl.count
-        shas = None
-        try:
-            records = gitlog.stream_log(state.repo.gitdir, cfg.max_record_bytes, walk=sl.revisions(cfg))
-            yield from _read_records(state, records)
-        except gitlog.LogFailed as err:
-            shas = slice_shas(sl, cfg)
-            _drop_culprit(state, shas, err)
-        if shas is None and state.read != sl.count:  # the walk and its count disagree: go by the list
-            shas = slice_shas(sl, cfg)
+        shas = slice_shas(sl, cfg) if sl.listing is not None else None
+        if shas is None:
+            try:
+                records = gitlog.stream_log(state.repo.gitdir, cfg.max_record_bytes, walk=sl.revisions(cfg))
+                yield from _read_records(state, records)
+            except gitlog.LogFailed as err:
+                shas = slice_shas(sl, cfg)
+                _drop_culprit(state, shas, err)
+            if shas is None and state.read != sl.count:  # the walk and its count disagree: go by the list
+                shas = slice_shas(sl, cfg)
         while shas is not None and state.read < len(shas):
             try:
                 yield from _read_records(state, gitlog.stream_log(state.repo.gitdir, cfg.max_record_bytes,
                                                                   shas=shas[state.read :]), shas)  # fmt: skip
             except gitlog.LogFailed as err:
                 _drop_culprit(state, shas, err)
-        if shas is not None:
-            state.counters["commits"] = len(shas)
+        if shas is not None and len(shas) != sl.count:  # the list is the truth; a batch may have counted sl.count
+            state.counters["commits"] += len(shas) - sl.count
         state.settle()
         if state.rows or state.drops or state.counters:
             yield state.batch()

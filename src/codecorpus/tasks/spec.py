@@ -27,8 +27,9 @@ from codecorpus.manifests import manifest as mf
 from codecorpus.model import RecipeError, config_hash
 from codecorpus.packing.spec import merge_small_shards
 from codecorpus.pipeline import tasks
-from codecorpus.pipeline.spec import Job, StageRun, StageSpec
+from codecorpus.pipeline.spec import Job, PlanTasks, StageRun, StageSpec
 from codecorpus.sft import task as sfttask
+from codecorpus.storage import mirror
 from codecorpus.tasks import candidates, dedup, edits, filters
 from codecorpus.tasks import task as ttask
 from codecorpus.tasks.commits import CommitSlice, GitError, Repository, plan_slices
@@ -57,13 +58,13 @@ def _listed(src: GitSource) -> list[git.Found]:
     return named
 
 
-def _source_shards(src: GitSource, cfg: CommitsConfig) -> list[Shard]:
+def _source_shards(src: GitSource, cfg: CommitsConfig, plan_dir: Path | None) -> list[Shard]:
     """The slices of every repository of one source; a repository of a folder or list that git
     cannot open (or without the revision) is one drop, a lone repository is a recipe error."""
     if git.source_form(src) == "repository":
         repo = Repository(src.name, git.repo_name(src), git.resolve_gitdir(src))
         try:
-            return list(plan_slices([repo], cfg, src.revision))
+            return list(plan_slices([repo], cfg, src.revision, plan_dir))
         except GitError as err:
             raise RecipeError(f"sources[{src.name}]: {err}") from None
     out: list[Shard] = []
@@ -74,17 +75,21 @@ def _source_shards(src: GitSource, cfg: CommitsConfig) -> list[Shard]:
             continue
         try:
             gitdir = git.resolve_gitdir(src.model_copy(update={"path": found.location, "repo": None}))
-            out += plan_slices([Repository(src.name, found.name, gitdir)], cfg, src.revision)
+            out += plan_slices([Repository(src.name, found.name, gitdir)], cfg, src.revision, plan_dir)
         except (RecipeError, GitError) as err:
             out.append(ttask.RepositoryProblem(repo, "bad_repository", str(err)))
     return out
 
 
-def plan_commits(recipe: Any, _tasks: Any = None) -> tuple[list[Shard], str]:
-    """Slices of every repository's walk (``git rev-list --count``, no commit read) and their hash:
-    a new commit on a branch moves its tip, which redoes the stages."""
+def plan_commits(recipe: Any, plan_tasks: PlanTasks | None = None) -> tuple[list[Shard], str]:
+    """Slices of every repository's walk (``git rev-list``, no commit read) and their hash: a new
+    commit on a branch moves its tip, which redoes the stages. A walk of every parent is written
+    to the run's plan folder, from which its slices read their commits."""
     cfg = recipe.stages.commits
-    shards = [sh for src in recipe.sources for sh in _source_shards(src, cfg)]
+    plan_dir = plan_tasks.run.plan_dir(COMMITS.name) if plan_tasks is not None else None
+    if plan_dir is not None:
+        mirror.remove_tree(plan_dir)  # walks of an older plan
+    shards = [sh for src in recipe.sources for sh in _source_shards(src, cfg, plan_dir)]
     if not shards:
         raise RecipeError("stages.commits: no commit of any repository is in the walk: widen since / until, "
                           "or check each source's revision")  # fmt: skip
@@ -105,8 +110,8 @@ def commit_jobs(run: StageRun) -> list[Job]:
         if isinstance(shard, ttask.RepositoryProblem):
             jobs.append(Job(schema.shard_name(i), ttask.repository_drop_task, (run.task, i, shard)))
         else:
-            jobs.append(Job(schema.shard_name(i), ttask.commits_task, (run.task, i, shard, run.cfg),
-                            (shard.repository.gitdir,)))  # fmt: skip
+            reads = (shard.repository.gitdir,) if shard.listing is None else (shard.repository.gitdir, shard.listing)
+            jobs.append(Job(schema.shard_name(i), ttask.commits_task, (run.task, i, shard, run.cfg), reads))
     return jobs
 
 
