@@ -1,9 +1,10 @@
 """One streamed ``git log`` over a slice of a walk, parsed record by record.
 
-The commits body asks git for every commit of a slice in one process, git walking
-the history itself (or, after a failure, given the remaining commits on stdin)::
+The commits body asks git for every commit of a slice in one process: git walks a
+first-parent slice itself from the slice's first commit; a slice of a walk of every
+parent (or what is left of a slice after a failure) is given on stdin::
 
-    git log -z --raw -p -M --format=<LOG_FORMAT> <walk> --skip=S --max-count=N <tip> --
+    git log -z --raw -p -M --format=<LOG_FORMAT> <walk> --max-count=N <start> --
     git log -z --raw -p -M --format=<LOG_FORMAT> --no-walk=unsorted --stdin
 
 and reads its output in 1 MiB chunks. Each commit's output starts with
