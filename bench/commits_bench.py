@@ -49,7 +49,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from codecorpus.tasks.commits import Repository, plan_slices, read_slice
+from codecorpus.tasks.commits import Repository, plan_slices, read_slice, walk_args
 from codecorpus.tasks.config import CommitsConfig
 from codecorpus.tasks.gitlog import GIT_ENV
 
@@ -96,13 +96,9 @@ def synthetic(tmp: Path, commits: int) -> Path:
     return dest
 
 
-def _walk(cfg: CommitsConfig) -> list[str]:
-    return ["--first-parent"] if cfg.first_parent else []
-
-
 def git_raw(gitdir: str, cfg: CommitsConfig) -> tuple[float, float]:
     wall, cpu = time.perf_counter(), cpu_seconds()
-    subprocess.run(["git", f"--git-dir={gitdir}", "log", *_walk(cfg), "-p", "--numstat", "--raw", "-M", "HEAD"],
+    subprocess.run(["git", f"--git-dir={gitdir}", "log", *walk_args(cfg), "-p", "--numstat", "--raw", "-M", "HEAD"],
                    stdout=subprocess.DEVNULL, env=GIT_ENV, check=True)  # fmt: skip
     return time.perf_counter() - wall, cpu_seconds() - cpu
 
@@ -132,8 +128,8 @@ def _walk_child(gitdir: str, cfg: CommitsConfig) -> None:
 def busy_rates(gitdir: str, cfg: CommitsConfig, copies: int, rounds: int) -> tuple[float, float, int]:
     """(git, codecorpus) commits per wall second per CPU with ``copies`` walks at once, best of
     ``rounds``, and the walk's commits."""
-    git_cmd = ["git", f"--git-dir={gitdir}", "log", *_walk(cfg), "-p", "--numstat", "--raw", "-M", "HEAD"]
-    commits = int(subprocess.run(["git", f"--git-dir={gitdir}", "rev-list", "--count", *_walk(cfg), "HEAD"],
+    git_cmd = ["git", f"--git-dir={gitdir}", "log", *walk_args(cfg), "-p", "--numstat", "--raw", "-M", "HEAD"]
+    commits = int(subprocess.run(["git", f"--git-dir={gitdir}", "rev-list", "--count", *walk_args(cfg), "HEAD"],
                                  capture_output=True, check=True).stdout)  # fmt: skip
     git_best = cc_best = 0.0
     for _ in range(rounds):

@@ -366,8 +366,14 @@ def plan_batch_file(plan_dir: Path | str, batch: str, suffix: str) -> Path:
 
 
 PLAN_WALK_SUFFIX = ".walk"
-"""A repository's listed history walk: ``git rev-list``'s own output, one sha and a newline per commit
-(fixed width, so a slice reads its commits at ``skip * width``; ``tasks/commits.py``)."""
+"""A repository's listed history walk: ``git rev-list``'s own output, an object id and a newline per
+commit (fixed width, ``walk_line_bytes``, so a slice reads its commits at ``skip * width``;
+``tasks/commits.py``)."""
+
+
+def walk_line_bytes(oid: str) -> int:
+    """The width of a walk file's lines in a repository whose object ids are like ``oid``."""
+    return len(oid) + 1
 
 
 def plan_walk_file(plan_dir: Path | str, key: str) -> Path:

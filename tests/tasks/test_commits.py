@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import io
 import os
 import subprocess
@@ -34,6 +35,7 @@ from codecorpus.tasks import gitlog
 from codecorpus.tasks.commits import (
     _ROW_TAIL,
     FileEntry,
+    GitError,
     Repository,
     plan_slices,
     read_slice,
@@ -133,6 +135,20 @@ def test_first_parent_slices_start_at_their_own_commit(project_repo, bounds):
     assert commits == whole_commits and table.equals(whole_table) and drops.equals(whole_drops)
 
 
+def _git_commands(monkeypatch) -> list[list[str]]:
+    """Every command the code under test starts from now on (``subprocess.run`` goes through Popen)."""
+    seen: list[list[str]] = []
+    real = subprocess.Popen
+
+    class Recording(real):  # type: ignore[misc, valid-type]
+        def __init__(self, args, *rest, **kwargs):
+            seen.append([str(a) for a in args])
+            super().__init__(args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", Recording)
+    return seen
+
+
 @pytest.mark.parametrize("bounds", [{}, {"max_commits_per_repo": 11}, {"since": dt.datetime(2024, 1, 15)},
                                     {"until": dt.datetime(2024, 2, 1), "max_commits_per_repo": 9}])  # fmt: skip
 def test_slices_of_a_walk_of_every_parent_read_their_commits_from_the_plans_walk_file(
@@ -143,6 +159,7 @@ def test_slices_of_a_walk_of_every_parent_read_their_commits_from_the_plans_walk
     one = CommitsConfig(first_parent=False, **bounds)
     whole_table, whole_drops, whole_commits = read_all(project_repo, one)
     cfg = CommitsConfig(first_parent=False, commits_per_slice=3, batch_rows=2, **bounds)
+    commands = _git_commands(monkeypatch)
     slices = plan_slices([project_repo], cfg, plan_dir=tmp_path)
     (listing,) = {sl.listing for sl in slices}
     assert Path(listing).parent == tmp_path and Path(listing).suffix == ".walk"
@@ -151,6 +168,7 @@ def test_slices_of_a_walk_of_every_parent_read_their_commits_from_the_plans_walk
         walk_args += [f"{flag}={int(when.replace(tzinfo=dt.timezone.utc).timestamp())}"] if when else []
     walk = project.git("rev-list", *walk_args, "HEAD").split()
     assert Path(listing).read_text() == "".join(f"{sha}\n" for sha in walk)
+    assert {sl.walk_sha256 for sl in slices} == {hashlib.sha256(Path(listing).read_bytes()).hexdigest()}
     assert len(slices) > 1 and [sl.skip for sl in slices] == list(range(0, len(walk), 3))
     assert [sha for sl in slices for sha in slice_shas(sl, cfg)] == walk and len(walk) == whole_commits
     given = []
@@ -164,14 +182,39 @@ def test_slices_of_a_walk_of_every_parent_read_their_commits_from_the_plans_walk
     results = [read_slice_table(sl, cfg) for sl in slices]
     assert [shas for shas, _ in given] == [slice_shas(sl, cfg) for sl in slices]
     assert all(walk is None for _, walk in given)  # git is given the commits, it walks nothing
+    assert [c for c in commands if any(a.startswith("--skip") for a in c)] == []
     assert pa.concat_tables([r.table for r in results]).equals(whole_table)
     assert pa.concat_tables([r.dropped for r in results]).equals(whole_drops)
     assert sum(r.counters["commits"] for r in results) == whole_commits
+    # each slice reads its own lines, at its offset, of whatever the file holds
+    Path(listing).write_text("".join(f"{sha}\n" for sha in reversed(walk)))
+    assert [sha for sl in slices for sha in slice_shas(sl, cfg)] == walk[::-1]
+
+
+def test_a_walk_of_every_parent_that_fits_in_a_slice_is_walked_from_the_tip(project, project_repo, tmp_path):
+    """No walk file: git walks the one slice itself, and the rows are those of the listed walk."""
+    listed = read_all(project_repo, CommitsConfig(first_parent=False, commits_per_slice=3))
+    cfg = CommitsConfig(first_parent=False)
+    (whole,) = plan_slices([project_repo], cfg, plan_dir=tmp_path)
+    assert whole.listing is None and whole.start == whole.tip == project.git("rev-parse", "HEAD")
+    assert list(tmp_path.iterdir()) == []
+    assert slice_shas(whole, cfg) == project.git("rev-list", "HEAD").split()
+    table, drops, commits = read_all(project_repo, cfg)
+    assert table.equals(listed[0]) and drops.equals(listed[1]) and commits == listed[2]
 
 
 def test_a_walk_of_every_parent_needs_a_plan_folder(project_repo):
     with pytest.raises(ValueError, match="plan_dir"):
         plan_slices([project_repo], CommitsConfig(first_parent=False))
+
+
+def test_a_sha256_repository_is_refused_at_the_plan(tmp_path):
+    path = tmp_path / "sha256"
+    subprocess.run(["git", "init", "-q", "--object-format=sha256", str(path)], check=True)
+    subprocess.run(["git", "-C", str(path), "-c", "user.name=A", "-c", "user.email=a@x", "commit", "-q",
+                    "--allow-empty", "-m", "Start"], check=True)  # fmt: skip
+    with pytest.raises(GitError, match="sha256"):
+        plan_slices([Repository("t", "o/sha256", str(path / ".git"))], CommitsConfig())
 
 
 @pytest.mark.skipif(not gitlog.batch_command(), reason="this git is older than 2.36: it has only --batch")

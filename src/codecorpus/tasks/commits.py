@@ -8,9 +8,10 @@ plan is small for any history. No slice makes git walk the commits before it:
 
 - a first-parent walk from any of its commits is the rest of the chain, so each
   slice of it starts at its own first commit (kept while the plan streams the walk);
-- a walk of every parent cannot be resumed from one commit, so the plan writes
-  the whole walk, as ``git rev-list`` prints it, to a file of the run
-  (``RUN/_plan/commits/<key>.walk``, through the run store), and each slice reads
+- a walk of every parent cannot be resumed from one commit: one that fits in a
+  slice is walked from the tip; a longer one is written by the plan, as ``git
+  rev-list`` prints it, to a file of the run (``RUN/_plan/commits/<key>.walk``,
+  through the run store; its sha256 is in the plan's hash), and each slice reads
   its own lines of it and hands them to git.
 
 Read (:func:`read_slice`): one streamed ``git log`` over the slice
@@ -94,10 +95,11 @@ class CommitSlice:
     """``count`` commits of ``repository``'s walk from ``tip``, after its first ``skip``.
 
     How git is given them, so that it never walks (without diffing) the commits of the slices
-    before, which is quadratic over a long history: ``start``, in a first-parent walk, is the
-    sha of the slice's first commit, from which git walks the slice itself; ``listing``, in a
-    walk of every parent, is the plan's file of the whole walk (``schema.plan_walk_file``), of
-    which the slice reads its ``count`` lines after ``skip`` and hands them to git."""
+    before, which is quadratic over a long history: ``start`` is the sha from which git walks
+    the slice itself (a slice of a first-parent walk, or the only slice of a walk of every
+    parent); ``listing``, in a walk of every parent cut into slices, is the plan's file of the
+    whole walk (``schema.plan_walk_file``, whose sha256 is ``walk_sha256``), of which the slice
+    reads its ``count`` lines after ``skip`` and hands them to git."""
 
     repository: Repository
     tip: str
@@ -105,11 +107,12 @@ class CommitSlice:
     count: int
     start: str | None = None
     listing: str | None = None
+    walk_sha256: str | None = None
 
     def revisions(self, cfg: CommitsConfig) -> list[str]:
-        """The walk options and revision of a first-parent slice for ``git log`` / ``git rev-list``."""
+        """The walk options and revision of a slice git walks itself, for ``git log`` / ``git rev-list``."""
         if self.start is None:
-            raise ValueError("a slice of a walk of every parent is listed in the plan's walk file")
+            raise ValueError("this slice of a walk of every parent is listed in the plan's walk file")
         return [*walk_args(cfg), f"--max-count={self.count}", self.start]
 
 
@@ -138,7 +141,7 @@ def plan_slices(
     repositories: list[Repository], cfg: CommitsConfig, revision: str = "HEAD", plan_dir: Path | str | None = None
 ) -> list[CommitSlice]:
     """Slices of every repository's walk, in repository order then newest first. A walk of
-    every parent is written to ``plan_dir`` (the run's ``plan_dir("commits")``), which it needs."""
+    every parent longer than a slice is written to ``plan_dir`` (the run's ``plan_dir("commits")``)."""
     if not cfg.first_parent and plan_dir is None:
         raise ValueError("a walk of every parent (first_parent: false) is listed in a plan folder: pass plan_dir")
     out = []
@@ -148,6 +151,9 @@ def plan_slices(
             tip = _git(repo.gitdir, "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}").strip()
         except GitError:
             raise GitError(f"{repo.repo}: {revision!r} is not a commit of {repo.gitdir}; name a branch, tag or sha") from None
+        if len(tip) != len(gitlog.ZERO_OID):
+            raise GitError(f"{repo.repo}: {repo.gitdir} names its objects by {len(tip) * 4}-bit ids (sha256); "
+                           "only sha1 repositories are read")  # fmt: skip
         bound = [f"--max-count={cfg.max_commits_per_repo}"] if cfg.max_commits_per_repo is not None else []
         revisions = [*walk_args(cfg), *bound, tip]
         if cfg.first_parent:
@@ -156,29 +162,40 @@ def plan_slices(
                     for i, skip in enumerate(range(0, total, n))]  # fmt: skip
         else:
             assert plan_dir is not None
-            listing = str(schema.plan_walk_file(plan_dir, _walk_key(repo)))
-            total = _list_walk(repo.gitdir, revisions, listing, len(tip) + 1)
-            out += [CommitSlice(repo, tip, skip, min(n, total - skip), listing=listing) for skip in range(0, total, n)]
+            out += _every_parent_slices(repo, tip, revisions, n, schema.plan_walk_file(plan_dir, _walk_key(repo)))
     return out
 
 
 def _walk_key(repo: Repository) -> str:
-    return hashlib.sha256("\0".join((repo.source, repo.repo, repo.gitdir)).encode()).hexdigest()[:20]
+    """The walk file's name: the repository's identity in the run (as its document ids), not where it lies."""
+    return hashlib.sha256(f"{repo.source}\0{repo.repo}".encode()).hexdigest()[:20]
 
 
-def _list_walk(gitdir: str, revisions: list[str], path: str, width: int) -> int:
-    """Write ``git rev-list revisions`` to the run file ``path`` as git prints it (``width`` bytes a
-    commit); how many commits it lists. Python never sees the shas."""
-    with tempfile.TemporaryFile() as err, atomic_writer(path) as out:
-        proc = subprocess.run(["git", f"--git-dir={gitdir}", "rev-list", *revisions], stdout=out, stderr=err,
+def _every_parent_slices(repo: Repository, tip: str, revisions: list[str], n: int, listing: Path) -> list[CommitSlice]:
+    """A walk of every parent, listed by ``git rev-list`` (Python never splits it): one slice that git
+    walks from the tip when it fits, else the listing copied to the run file ``listing``, of
+    which each slice reads its lines."""
+    width = schema.walk_line_bytes(tip)
+    with tempfile.TemporaryFile() as walk, tempfile.TemporaryFile() as err:
+        proc = subprocess.run(["git", f"--git-dir={repo.gitdir}", "rev-list", *revisions], stdout=walk, stderr=err,
                               env=gitlog.GIT_ENV, check=False)  # fmt: skip
         if proc.returncode != 0:
             err.seek(0)
-            raise GitError(f"git rev-list failed in {gitdir}: {err.read().decode(errors='replace').strip()}")
-        size = os.fstat(out.fileno()).st_size
-    if size % width:
-        raise GitError(f"git rev-list in {gitdir} printed {size} bytes, not lines of {width}")
-    return size // width
+            raise GitError(f"git rev-list failed in {repo.gitdir}: {err.read().decode(errors='replace').strip()}")
+        size = walk.seek(0, os.SEEK_END)
+        if size % width:
+            raise GitError(f"git rev-list in {repo.gitdir} printed {size} bytes, not lines of {width}")
+        total = size // width
+        if total <= n:
+            return [CommitSlice(repo, tip, 0, total, start=tip)] if total else []
+        walk.seek(0)
+        digest = hashlib.sha256()
+        with atomic_writer(listing) as out:
+            while chunk := walk.read(1 << 20):
+                digest.update(chunk)
+                out.write(chunk)
+    return [CommitSlice(repo, tip, skip, min(n, total - skip), listing=str(listing), walk_sha256=digest.hexdigest())
+            for skip in range(0, total, n)]  # fmt: skip
 
 
 def _every_nth(gitdir: str, revisions: list[str], n: int) -> tuple[list[str], int]:
@@ -205,10 +222,14 @@ def slice_shas(sl: CommitSlice, cfg: CommitsConfig) -> list[str]:
     """The slice's commits in walk order: its lines of the plan's walk file, else ``git rev-list``."""
     if sl.listing is None:
         return _git(sl.repository.gitdir, "rev-list", *sl.revisions(cfg)).split()
-    width = len(sl.tip) + 1
-    with open(mirror.ensure_local(sl.listing), "rb") as f:
-        f.seek(sl.skip * width)
-        shas = f.read(sl.count * width).decode("ascii").split()
+    width = schema.walk_line_bytes(sl.tip)
+    try:
+        with open(mirror.ensure_local(sl.listing), "rb") as f:
+            f.seek(sl.skip * width)
+            shas = f.read(sl.count * width).decode("ascii").split()
+    except OSError as err:
+        raise GitError(f"{sl.repository.repo}: the plan's walk file cannot be read ({err}); run again: "
+                       "the plan writes it anew") from None  # fmt: skip
     if len(shas) != sl.count:
         raise GitError(f"{sl.repository.repo}: the plan's walk file {sl.listing} holds {len(shas)} commits after "
                        f"{sl.skip} where the slice has {sl.count}; the plan folder was changed during the run")  # fmt: skip
@@ -354,16 +375,18 @@ def commit_id(repo: Repository, sha: str) -> str:
 def read_slice(sl: CommitSlice, cfg: CommitsConfig) -> Iterator[MapResult]:
     """Batches (rows, drops) of one slice, in walk order; every listed commit is in exactly one.
 
-    A first-parent slice: git walks it itself (one process, no list of shas). Only when it
+    A slice with a ``start``: git walks it itself (one process, no list of shas). Only when it
     fails on a commit are the slice's shas listed (``git rev-list``), the culprit dropped, and
-    the rest read from the list, one git log per failure. A slice of a walk of every parent is
-    read from its lines of the plan's walk file from the start.
+    the rest read from the list, one git log per failure. A slice of a listed walk is read
+    from its lines of the plan's walk file from the start.
     """
     with batch_scheduling(), gitlog.ObjectReader(sl.repository.gitdir) as objects:  # the order: git inherits it
         state = _Slice(sl, cfg, objects)
         state.counters["commits"] = sl.count
-        shas = slice_shas(sl, cfg) if sl.listing is not None else None
-        if shas is None:
+        shas = None
+        if sl.listing is not None:
+            shas = slice_shas(sl, cfg)
+        else:
             try:
                 records = gitlog.stream_log(state.repo.gitdir, cfg.max_record_bytes, walk=sl.revisions(cfg))
                 yield from _read_records(state, records)

@@ -58,7 +58,7 @@ def _listed(src: GitSource) -> list[git.Found]:
     return named
 
 
-def _source_shards(src: GitSource, cfg: CommitsConfig, plan_dir: Path | None) -> list[Shard]:
+def _source_shards(src: GitSource, cfg: CommitsConfig, plan_dir: Path) -> list[Shard]:
     """The slices of every repository of one source; a repository of a folder or list that git
     cannot open (or without the revision) is one drop, a lone repository is a recipe error."""
     if git.source_form(src) == "repository":
@@ -81,14 +81,13 @@ def _source_shards(src: GitSource, cfg: CommitsConfig, plan_dir: Path | None) ->
     return out
 
 
-def plan_commits(recipe: Any, plan_tasks: PlanTasks | None = None) -> tuple[list[Shard], str]:
+def plan_commits(recipe: Any, plan_tasks: PlanTasks) -> tuple[list[Shard], str]:
     """Slices of every repository's walk (``git rev-list``, no commit read) and their hash: a new
-    commit on a branch moves its tip, which redoes the stages. A walk of every parent is written
-    to the run's plan folder, from which its slices read their commits."""
+    commit on a branch moves its tip, which redoes the stages. A walk of every parent longer
+    than a slice is written to the run's plan folder, from which its slices read their commits."""
     cfg = recipe.stages.commits
-    plan_dir = plan_tasks.run.plan_dir(COMMITS.name) if plan_tasks is not None else None
-    if plan_dir is not None:
-        mirror.remove_tree(plan_dir)  # walks of an older plan
+    plan_dir = plan_tasks.run.plan_dir(COMMITS.name)
+    mirror.remove_tree(plan_dir)  # walks of an older plan
     shards = [sh for src in recipe.sources for sh in _source_shards(src, cfg, plan_dir)]
     if not shards:
         raise RecipeError("stages.commits: no commit of any repository is in the walk: widen since / until, "
@@ -100,7 +99,8 @@ def _fingerprint(shard: Shard) -> list[Any]:
     repo = shard.repository
     if isinstance(shard, ttask.RepositoryProblem):
         return [repo.source, repo.repo, shard.reason, shard.detail]
-    return [repo.source, repo.repo, shard.tip, shard.skip, shard.count]
+    # what the slice's git is given: its first commit, or the walk file's bytes
+    return [repo.source, repo.repo, shard.tip, shard.skip, shard.count, shard.start or shard.walk_sha256]
 
 
 def commit_jobs(run: StageRun) -> list[Job]:
