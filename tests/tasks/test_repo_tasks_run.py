@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import shutil
 import subprocess
 from pathlib import Path
@@ -24,6 +25,7 @@ from codecorpus import schema
 from codecorpus.cli import app
 from codecorpus.config import load_recipe, load_recipe_data
 from codecorpus.pipeline.pipelines import REPO_TASKS, enabled_specs, pipeline_of
+from codecorpus.pipeline.spec import PLAN_INLINE_ENV
 from codecorpus.preflight import check_recipe_inputs
 from codecorpus.reports.build import write_report
 from codecorpus.runtime.executor import Executor
@@ -199,6 +201,30 @@ def test_same_bytes_with_one_and_two_workers_and_a_rerun_skips_everything(repos,
     again = run(repos[0], one)
     assert all(s.ran_tasks == 0 and s.skipped_tasks > 0 for s in again.stages)
     assert run_outputs(one) == b
+
+
+def test_planning_in_tasks_gives_the_drivers_plan_and_bytes(repos, tmp_path, monkeypatch, caplog, ray_local):
+    """A folder of more than ``INLINE_REPOSITORIES`` is planned in tasks: the same plan hash and
+    bytes, a walk of every parent's files included (written by the planning tasks), the broken
+    repository's drop too."""
+    data = recipe(repos[0])
+    data["stages"]["commits"] = {"commits_per_slice": 6, "first_parent": False}
+    runs, said = {}, {}
+    for inline in ("64", "0"):
+        monkeypatch.setenv(PLAN_INLINE_ENV, inline)
+        runs[inline] = tmp_path / f"inline-{inline}"
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="codecorpus.tasks.spec"):
+            Executor(load_recipe_data(data), runs[inline], quiet=True).run_pipeline()
+        said[inline] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("commits: planned")]
+    assert said["64"] == [] and len(said["0"]) == 1
+    assert said["0"][0].startswith("commits: planned 3 repositories of repos in 1 tasks")
+    inline, in_tasks = (run_outputs(runs[k]) for k in ("64", "0"))
+    assert [k for k in inline if k.startswith("_plan/commits/")]  # the acme history spans slices
+    assert inline.keys() == in_tasks.keys() and [k for k in inline if inline[k] != in_tasks[k]] == []
+    hashes = [json.loads((runs[k] / "commits" / "_stage.json").read_text()) for k in ("64", "0")]
+    assert hashes[0] == hashes[1]
+    assert stats(runs["0"], "commits")["dropped"].get("bad_repository") == 1
 
 
 def test_commit_rows_carry_the_history(finished, repos):

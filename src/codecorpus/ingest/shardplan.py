@@ -53,6 +53,7 @@ from codecorpus.config import IngestConfig, RecipeError, Source, config_hash
 from codecorpus.ingest import plan
 from codecorpus.ingest.git import PLAN_THREADS, GitListing, duplicate_keepers
 from codecorpus.ingest.refs import FileRef, Unit
+from codecorpus.pipeline.spec import PLAN_INLINE_ENV
 from codecorpus.storage import mirror
 from codecorpus.storage.atomic import atomic_write_bytes
 
@@ -66,7 +67,7 @@ INLINE_LISTINGS = 64
 INLINE_UNITS = 100_000
 """Plans of more repositories are still listed on the driver (while Ray starts) as long as they
 hold at most this many units; a listing that grows past it is dropped and redone in tasks."""
-INLINE_ENV = "CODECORPUS_PLAN_INLINE"
+INLINE_ENV = PLAN_INLINE_ENV
 """Overrides INLINE_LISTINGS (``0``: always plan in tasks, e.g. to prove a run's bytes the same)."""
 BATCH_REPOSITORIES = 100
 """Repositories per planning task (more when that would make over MAX_PLAN_TASKS tasks)."""

@@ -97,6 +97,11 @@ class StageRun(Protocol):
     def warn(self, text: str) -> None: ...
 
 
+PLAN_INLINE_ENV = "CODECORPUS_PLAN_INLINE"
+"""How many repositories a source plans on the driver before it plans them in tasks (each source
+has its default; ``0``: always in tasks, e.g. to prove a run's bytes the same either way)."""
+
+
 class PlanTasks(Protocol):
     """What a source's planning may ask of the run: its paths, and functions run as tasks.
 

@@ -17,6 +17,10 @@ ingest finds them: a repository, a folder searched for repositories, or a list f
 from __future__ import annotations
 
 import functools
+import logging
+import os
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +31,7 @@ from codecorpus.manifests import manifest as mf
 from codecorpus.model import RecipeError, config_hash
 from codecorpus.packing.spec import merge_small_shards
 from codecorpus.pipeline import tasks
-from codecorpus.pipeline.spec import Job, PlanTasks, StageRun, StageSpec
+from codecorpus.pipeline.spec import PLAN_INLINE_ENV, Job, PlanTasks, StageRun, StageSpec
 from codecorpus.sft import task as sfttask
 from codecorpus.storage import mirror
 from codecorpus.tasks import candidates, dedup, edits, filters
@@ -43,6 +47,7 @@ from codecorpus.tasks.config import (
 )
 
 Shard = CommitSlice | ttask.RepositoryProblem
+log = logging.getLogger(__name__)
 
 
 # --- commits: the plan ---------------------------------------------------------------------
@@ -58,27 +63,64 @@ def _listed(src: GitSource) -> list[git.Found]:
     return named
 
 
-def _source_shards(src: GitSource, cfg: CommitsConfig, plan_dir: Path) -> list[Shard]:
+INLINE_REPOSITORIES = 500
+"""Folders and lists of at most this many repositories are planned on the driver, beside Ray's
+start; more are planned in tasks (``BATCH_REPOSITORIES`` a task), ``PLAN_INLINE_ENV`` overriding.
+A repository's plan costs about 4.6 ms (two git processes); planning tasks wait for Ray (about
+2 s) and then share the plan among the CPUs, which pays from about 900 repositories on 2 CPUs
+(measured: 400 repositories planned in 3.3 s on the driver, 3.7 s in tasks)."""
+BATCH_REPOSITORIES = 100
+
+
+def _source_shards(src: GitSource, cfg: CommitsConfig, plan_dir: Path, plan_tasks: PlanTasks) -> list[Shard]:
     """The slices of every repository of one source; a repository of a folder or list that git
-    cannot open (or without the revision) is one drop, a lone repository is a recipe error."""
+    cannot open (or without the revision) is one drop, a lone repository is a recipe error.
+
+    The repositories of a folder or list are found on the driver, and planned there when they
+    are few; else in planning tasks (each repository's ``rev-parse`` and ``rev-list``: a few
+    ms of git each, which on a folder of 10,000 repositories would keep the driver a minute).
+    Repositories to be cloned from URLs stay on the driver, whose clone cache the slices read."""
     if git.source_form(src) == "repository":
         repo = Repository(src.name, git.repo_name(src), git.resolve_gitdir(src))
         try:
             return list(plan_slices([repo], cfg, src.revision, plan_dir))
         except GitError as err:
             raise RecipeError(f"sources[{src.name}]: {err}") from None
-    out: list[Shard] = []
-    for found in _listed(src):
-        repo = Repository(src.name, found.name, "")
-        if found.problem is not None:
-            out.append(ttask.RepositoryProblem(repo, *found.problem))
-            continue
-        try:
-            gitdir = git.resolve_gitdir(src.model_copy(update={"path": found.location, "repo": None}))
-            out += plan_slices([Repository(src.name, found.name, gitdir)], cfg, src.revision, plan_dir)
-        except (RecipeError, GitError) as err:
-            out.append(ttask.RepositoryProblem(repo, "bad_repository", str(err)))
-    return out
+    found = _listed(src)
+    planner = _PlanRepositories(src, cfg, str(plan_dir))
+    inline = int(os.environ.get(PLAN_INLINE_ENV) or INLINE_REPOSITORIES)
+    if len(found) <= inline or any(git.is_url(f.location) for f in found):
+        return planner(found)
+    batches = [found[i:i + BATCH_REPOSITORIES] for i in range(0, len(found), BATCH_REPOSITORIES)]
+    t0 = time.perf_counter()
+    shards = [sh for planned in plan_tasks.map(f"plan-{src.name}", planner, batches) for sh in planned]
+    log.info("commits: planned %d repositories of %s in %d tasks (%.1f s)", len(found), src.name, len(batches),
+             time.perf_counter() - t0)
+    return shards
+
+
+@dataclass(frozen=True)
+class _PlanRepositories:
+    """The slices (or the drop) of each of some repositories of one folder or list source, in order."""
+
+    src: GitSource
+    cfg: CommitsConfig
+    plan_dir: str
+
+    def __call__(self, found: list[git.Found]) -> list[Shard]:
+        out: list[Shard] = []
+        for f in found:
+            repo = Repository(self.src.name, f.name, "")
+            if f.problem is not None:
+                out.append(ttask.RepositoryProblem(repo, *f.problem))
+                continue
+            try:
+                gitdir = git.resolve_gitdir(self.src.model_copy(update={"path": f.location, "repo": None}))
+                out += plan_slices([Repository(self.src.name, f.name, gitdir)], self.cfg, self.src.revision,
+                                   self.plan_dir)  # fmt: skip
+            except (RecipeError, GitError) as err:
+                out.append(ttask.RepositoryProblem(repo, "bad_repository", str(err)))
+        return out
 
 
 def plan_commits(recipe: Any, plan_tasks: PlanTasks) -> tuple[list[Shard], str]:
@@ -88,7 +130,7 @@ def plan_commits(recipe: Any, plan_tasks: PlanTasks) -> tuple[list[Shard], str]:
     cfg = recipe.stages.commits
     plan_dir = plan_tasks.run.plan_dir(COMMITS.name)
     mirror.remove_tree(plan_dir)  # walks of an older plan
-    shards = [sh for src in recipe.sources for sh in _source_shards(src, cfg, plan_dir)]
+    shards = [sh for src in recipe.sources for sh in _source_shards(src, cfg, plan_dir, plan_tasks)]
     if not shards:
         raise RecipeError("stages.commits: no commit of any repository is in the walk: widen since / until, "
                           "or check each source's revision")  # fmt: skip
