@@ -227,6 +227,44 @@ def test_planning_in_tasks_gives_the_drivers_plan_and_bytes(repos, tmp_path, mon
     assert stats(runs["0"], "commits")["dropped"].get("bad_repository") == 1
 
 
+def _rows(run_dir: Path, stage: str, kind: str) -> list[dict]:
+    run = schema.RunPaths(run_dir)
+    folder = run.stage_dir(stage) if kind == "rows" else run.dropped_dir(stage)
+    return [r for p in sorted(folder.glob("part-*.parquet")) for r in read_parquet(p).to_pylist()]
+
+
+def test_small_histories_share_a_shard_and_give_the_same_rows(repos, finished, tmp_path, ray_local):
+    """With slices of 1,000 commits the folder's three repositories (the broken one's drop
+    included) are one commits shard, and so one shard of every later stage: the rows and drops
+    are the six-commit slices' (``finished``), in the same order."""
+    data = recipe(repos[0])
+    data["stages"]["commits"] = {"commits_per_slice": 1000}
+    run_dir = tmp_path / "one-shard"
+    Executor(load_recipe_data(data), run_dir, quiet=True).run_pipeline()
+    assert stats(finished, "commits")["shards"] > 3 and stats(run_dir, "commits")["shards"] == 1
+    assert {stats(run_dir, spec.name)["shards"] for spec in REPO_TASKS if spec.name != "task_outputs"} == {1}
+    for kind in ("rows", "drops"):
+        assert _rows(run_dir, "commits", kind) == _rows(finished, "commits", kind)
+    assert records(run_dir, swebench.TRAIN_FILE) == records(finished, swebench.TRAIN_FILE)
+
+
+def test_shards_hold_consecutive_parts_up_to_a_slice_of_commits(monkeypatch):
+    from codecorpus.tasks import spec as tspec
+    from codecorpus.tasks.commits import CommitSlice, Repository
+    from codecorpus.tasks.task import RepositoryProblem
+
+    def part(name: str, count: int | None, skip: int = 0):
+        repo = Repository("s", f"o/{name}", f"/g/{name}")
+        return RepositoryProblem(repo, "bad_repository", "x") if count is None else CommitSlice(repo, "a" * 40, skip, count)
+
+    parts = [part("big", 5), part("big", 5, 5), part("big", 2, 10), part("a", 1), part("b", 2), part("x", None),
+             part("c", 5), part("d", 1), part("e", 1), part("f", 1)]  # fmt: skip
+    monkeypatch.setattr(tspec, "SHARD_PARTS", 2)
+    shards = [[(p.repository.repo, getattr(p, "count", None)) for p in sh.parts] for sh in tspec._grouped(parts, 5)]
+    assert shards == [[("o/big", 5)], [("o/big", 5)], [("o/big", 2), ("o/a", 1)], [("o/b", 2), ("o/x", None)],
+                      [("o/c", 5)], [("o/d", 1), ("o/e", 1)], [("o/f", 1)]]  # fmt: skip
+
+
 def test_commit_rows_carry_the_history(finished, repos):
     _, shas = repos
     run = schema.RunPaths(finished)

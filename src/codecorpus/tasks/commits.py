@@ -3,7 +3,8 @@
 Plan (:func:`plan_slices`): per repository, the tip is resolved to a sha and
 the walk (``git rev-list``, first-parent by default, within ``since`` /
 ``until`` / ``max_commits_per_repo``) counted; it is cut into slices of
-``commits_per_slice`` commits, one task each. A slice is a few strings, so the
+``commits_per_slice`` commits (the spec gives each slice of a long history a
+task, and consecutive small histories one task together). A slice is a few strings, so the
 plan is small for any history. No slice makes git walk the commits before it:
 
 - a first-parent walk from any of its commits is the rest of the chain, so each

@@ -34,7 +34,8 @@ class CommitsConfig(Model):
     )
     max_commits_per_repo: int | None = Field(None, gt=0, description="newest commits kept per repository")
     commits_per_slice: int = Field(
-        5000, gt=0, description="commits per task: a long history is cut into slices of the walk, one task each"
+        5000, gt=0, description="commits per task: a long history is cut into slices of the walk, one task each; "
+        "small histories of consecutive repositories share a task up to this many commits"
     )
     batch_rows: int = Field(256, gt=0, description="rows per Arrow record batch the walk yields")
     bot_authors: tuple[str, ...] = Field(BOT_AUTHORS, description="author patterns dropped as `bot_author`")

@@ -1,6 +1,6 @@
 """The repository-history stages, declared (the pipeline: ``REPO_TASKS`` in ``pipeline/pipelines.py``)::
 
-    commits (source: one task per slice of a repository's history)
+    commits (source: one task per slice of a long history, or per group of small histories)
       -> commit_filters (filter) -> commit_dedup (keys -> groups -> clusters -> apply)
       -> task_candidates (filter)
       -> edit_set (filter, reads commit_dedup) -> sft_render (the SFT stage: chat template, loss masks)
@@ -46,7 +46,8 @@ from codecorpus.tasks.config import (
     TaskSetConfig,
 )
 
-Shard = CommitSlice | ttask.RepositoryProblem
+Part = CommitSlice | ttask.RepositoryProblem
+"""One repository's slice, or a repository that cannot be read: what the plan lists."""
 log = logging.getLogger(__name__)
 
 
@@ -72,7 +73,7 @@ A repository's plan costs about 4.6 ms (two git processes); planning tasks wait 
 BATCH_REPOSITORIES = 100
 
 
-def _source_shards(src: GitSource, cfg: CommitsConfig, plan_dir: Path, plan_tasks: PlanTasks) -> list[Shard]:
+def _source_parts(src: GitSource, cfg: CommitsConfig, plan_dir: Path, plan_tasks: PlanTasks) -> list[Part]:
     """The slices of every repository of one source; a repository of a folder or list that git
     cannot open (or without the revision) is one drop, a lone repository is a recipe error.
 
@@ -93,10 +94,10 @@ def _source_shards(src: GitSource, cfg: CommitsConfig, plan_dir: Path, plan_task
         return planner(found)
     batches = [found[i:i + BATCH_REPOSITORIES] for i in range(0, len(found), BATCH_REPOSITORIES)]
     t0 = time.perf_counter()
-    shards = [sh for planned in plan_tasks.map(f"plan-{src.name}", planner, batches) for sh in planned]
+    parts = [part for planned in plan_tasks.map(f"plan-{src.name}", planner, batches) for part in planned]
     log.info("commits: planned %d repositories of %s in %d tasks (%.1f s)", len(found), src.name, len(batches),
              time.perf_counter() - t0)
-    return shards
+    return parts
 
 
 @dataclass(frozen=True)
@@ -107,8 +108,8 @@ class _PlanRepositories:
     cfg: CommitsConfig
     plan_dir: str
 
-    def __call__(self, found: list[git.Found]) -> list[Shard]:
-        out: list[Shard] = []
+    def __call__(self, found: list[git.Found]) -> list[Part]:
+        out: list[Part] = []
         for f in found:
             repo = Repository(self.src.name, f.name, "")
             if f.problem is not None:
@@ -123,37 +124,55 @@ class _PlanRepositories:
         return out
 
 
-def plan_commits(recipe: Any, plan_tasks: PlanTasks) -> tuple[list[Shard], str]:
-    """Slices of every repository's walk (``git rev-list``, no commit read) and their hash: a new
+def plan_commits(recipe: Any, plan_tasks: PlanTasks) -> tuple[list[ttask.CommitShard], str]:
+    """The shards of every repository's walk (``git rev-list``, no commit read) and their hash: a new
     commit on a branch moves its tip, which redoes the stages. A walk of every parent longer
     than a slice is written to the run's plan folder, from which its slices read their commits."""
     cfg = recipe.stages.commits
     plan_dir = plan_tasks.run.plan_dir(COMMITS.name)
     mirror.remove_tree(plan_dir)  # walks of an older plan
-    shards = [sh for src in recipe.sources for sh in _source_shards(src, cfg, plan_dir, plan_tasks)]
-    if not shards:
+    parts = [part for src in recipe.sources for part in _source_parts(src, cfg, plan_dir, plan_tasks)]
+    if not parts:
         raise RecipeError("stages.commits: no commit of any repository is in the walk: widen since / until, "
                           "or check each source's revision")  # fmt: skip
-    return shards, config_hash([_fingerprint(sh) for sh in shards])
+    shards = _grouped(parts, cfg.commits_per_slice)
+    return shards, config_hash([[_fingerprint(part) for part in shard.parts] for shard in shards])
 
 
-def _fingerprint(shard: Shard) -> list[Any]:
-    repo = shard.repository
-    if isinstance(shard, ttask.RepositoryProblem):
-        return [repo.source, repo.repo, shard.reason, shard.detail]
+SHARD_PARTS = 100
+"""The most repositories one commits shard reads (each costs a few git processes)."""
+
+
+def _grouped(parts: list[Part], commits_per_slice: int) -> list[ttask.CommitShard]:
+    """Consecutive parts into shards of at most ``commits_per_slice`` commits and ``SHARD_PARTS``
+    parts (a repository that cannot be read counts as one): a long history's slices are a shard
+    each, a folder's small histories share theirs."""
+    shards, group, total = [], [], 0
+    for part in parts:
+        size = part.count if isinstance(part, CommitSlice) else 1
+        if group and (total + size > commits_per_slice or len(group) == SHARD_PARTS):
+            shards.append(ttask.CommitShard(tuple(group)))
+            group, total = [], 0
+        group.append(part)
+        total += size
+    return [*shards, ttask.CommitShard(tuple(group))] if group else shards
+
+
+def _fingerprint(part: Part) -> list[Any]:
+    repo = part.repository
+    if isinstance(part, ttask.RepositoryProblem):
+        return [repo.source, repo.repo, part.reason, part.detail]
     # what the slice's git is given: its first commit, or the walk file's bytes
-    return [repo.source, repo.repo, shard.tip, shard.skip, shard.count, shard.start or shard.walk_sha256]
+    return [repo.source, repo.repo, part.tip, part.skip, part.count, part.start or part.walk_sha256]
 
 
 def commit_jobs(run: StageRun) -> list[Job]:
-    """One task per slice (and one per unreadable repository)."""
+    """One task per shard: a slice of a long history, or the small histories of several repositories."""
     jobs = []
     for i, shard in enumerate(run.shards):
-        if isinstance(shard, ttask.RepositoryProblem):
-            jobs.append(Job(schema.shard_name(i), ttask.repository_drop_task, (run.task, i, shard)))
-        else:
-            reads = (shard.repository.gitdir,) if shard.listing is None else (shard.repository.gitdir, shard.listing)
-            jobs.append(Job(schema.shard_name(i), ttask.commits_task, (run.task, i, shard, run.cfg), reads))
+        reads = [p.repository.gitdir or p.repository.repo for p in shard.parts]
+        reads += [p.listing for p in shard.parts if isinstance(p, CommitSlice) and p.listing is not None]
+        jobs.append(Job(schema.shard_name(i), ttask.commits_task, (run.task, i, shard, run.cfg), tuple(reads)))
     return jobs
 
 

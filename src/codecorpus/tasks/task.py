@@ -2,9 +2,9 @@
 
 The specs (``tasks/spec.py``) name them in their jobs:
 
-- :func:`commits_task`: one slice of one repository's history -> ``commits/part-N``;
-  ``rows_in`` is every commit the slice listed (each a row or a drop);
-- :func:`repository_drop_task`: a repository git cannot open -> its one drop row;
+- :func:`commits_task`: one shard of the plan (a slice of a long history, or the small
+  histories of several repositories) -> ``commits/part-N``; ``rows_in`` is every commit
+  its slices listed (each a row or a drop), and one drop row per repository git cannot open;
 - :func:`records_task` then :func:`merge_task`: the task candidates -> SWE-bench
   records per shard, sorted, then merged into ``tasks/tasks.jsonl`` and
   ``tasks/tasks-eval.jsonl`` one line at a time (no task holds them all);
@@ -17,6 +17,7 @@ from __future__ import annotations
 import heapq
 import json
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,19 +64,31 @@ def _bytes(table: pa.Table) -> int:
     return sum(table.column(schema.BYTES).to_pylist()) if table.num_rows else 0
 
 
-def commits_task(ctx: TaskContext, shard: int, sl: commits.CommitSlice, cfg: CommitsConfig) -> dict[str, Any]:
-    """Read one slice (its batches gathered: at most ``commits_per_slice`` commits in memory)."""
+@dataclass(frozen=True)
+class CommitShard:
+    """What one commits task reads: consecutive parts of the plan whose commits together fit in
+    one slice (``commits_per_slice``), so that a folder of small repositories is not a task, and
+    a shard of every later stage, per repository. A long history's slice is a shard alone."""
+
+    parts: tuple[commits.CommitSlice | RepositoryProblem, ...]
+
+
+def commits_task(ctx: TaskContext, shard: int, planned: CommitShard, cfg: CommitsConfig) -> dict[str, Any]:
+    """Read one shard's slices in plan order (their batches gathered: at most ``commits_per_slice``
+    commits in memory); a repository that cannot be read is its one drop row."""
     t0 = time.perf_counter()
-    result = commits.read_slice_table(sl, cfg)
-    rows_in = result.counters["commits"]
+    results = [commits.read_slice_table(part, cfg) if isinstance(part, commits.CommitSlice) else _problem_drop(part)
+               for part in planned.parts]  # fmt: skip
+    rows_in = sum(r.counters["commits"] for r in results) + sum(isinstance(p, RepositoryProblem) for p in planned.parts)
+    result = MapResult(pa.concat_tables([r.table for r in results]), pa.concat_tables([r.dropped for r in results]),
+                       sum((r.counters for r in results), Counter()))  # fmt: skip
     bytes_in = _bytes(result.table) + _bytes(result.dropped)
     stats = result_stats(rows_in, bytes_in, 0, {}, result, time.perf_counter() - t0)
     return finish_shard(ctx, shard, result, stats)
 
 
-def repository_drop_task(ctx: TaskContext, shard: int, problem: RepositoryProblem) -> dict[str, Any]:
-    """The shard of a repository that cannot be read: no commit, one drop naming why."""
-    t0 = time.perf_counter()
+def _problem_drop(problem: RepositoryProblem) -> MapResult:
+    """A repository that cannot be read: no commit, one drop naming why."""
     repo = problem.repository
     drop = {
         schema.ID: schema.document_id(repo.source, repo.repo, ".", "repository"), schema.STAGE: commits.STAGE,
@@ -83,9 +96,7 @@ def repository_drop_task(ctx: TaskContext, shard: int, problem: RepositoryProble
         schema.REPO: repo.repo, schema.PATH: ".", schema.DETAIL: problem.detail[:300], schema.SCORE: None,
         schema.THRESHOLD: None, schema.DUP_OF: None,
     }  # fmt: skip
-    result = MapResult(C.COMMIT_SCHEMA.empty_table(), pa.Table.from_pylist([drop], schema=schema.DROP_SCHEMA))
-    stats = result_stats(1, 0, 0, {}, result, time.perf_counter() - t0)
-    return finish_shard(ctx, shard, result, stats)
+    return MapResult(C.COMMIT_SCHEMA.empty_table(), pa.Table.from_pylist([drop], schema=schema.DROP_SCHEMA))
 
 
 # --- task_outputs -------------------------------------------------------------------------
