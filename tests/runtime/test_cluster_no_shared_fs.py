@@ -35,6 +35,7 @@ from codecorpus.config import Recipe, load_recipe_data
 from codecorpus.envs import sandbox as sb
 from codecorpus.envs import stages as envs
 from codecorpus.pipeline import tasks
+from codecorpus.pipeline.spec import PLAN_INLINE_ENV
 from codecorpus.reports.build import write_report
 from codecorpus.runtime.executor import Executor, RunResult, init_ray
 from codecorpus.storage import mirror as store
@@ -147,7 +148,7 @@ def _histories(root: Path) -> Path:
 def _tasks_recipe(histories: Path) -> dict:
     """The repository-tasks pipeline on ``_histories``: two commits a slice, so every stage has four shards;
     every parent walked, as the shipped recipe does, so each slice reads its commits from the plan's
-    walk file, which the driver wrote to the bucket."""
+    walk file, which a planning task wrote to the bucket."""
     return {
         "name": "nofs-tasks", "seed": 7,
         "sources": [{"type": "git", "name": "histories", "path": str(histories)}],
@@ -197,6 +198,9 @@ def _cluster_runs(
         monkeypatch.setenv(store.CACHE_ENV, str(caches["driver"]))
         results = {}
         for name, recipe in recipes.items():
+            # the repository tasks are planned in tasks, so the nodes write the walk files (the local
+            # reference plans on its driver); ingest's plan files in tasks would be files a local run lacks
+            monkeypatch.setenv(PLAN_INLINE_ENV, "0" if name == "repo-tasks" else "")
             run_dir = Path(store.activate(f"s3://{BUCKET}/nofs/{name}").local_root)
             init_ray(None, cluster.address)  # its workers get this run's store
             assert len([n for n in ray.nodes() if n["Alive"]]) == 2
@@ -289,10 +293,11 @@ def test_repo_tasks_without_shared_fs_give_the_local_bytes(cluster_runs, s3_serv
     assert stats["commit_dedup"]["dropped"] == {"duplicate_exact": 2}
     # the calculator and its fix, each with its test; every commit dedup kept is an edit example
     assert (stats["task_candidates"]["rows_out"], stats["sft_render"]["rows_out"]) == (2, 4)
-    # the plan's walk files, one per repository, written by the driver: the nodes' slices fetched them
+    # the plan's walk files, one per repository, written by a planning task on one node: the other
+    # node's slices fetched them from the bucket, and the driver never held one
     walks = {n: {p.name for p in run.mirrors[n].rglob("*.walk")} for n in ("driver", "head", "worker")}
-    assert len(walks["driver"]) == 2 and walks["head"] and walks["worker"]
-    assert walks["head"] | walks["worker"] == walks["driver"]
+    assert walks["driver"] == set() and len(walks["head"] | walks["worker"]) == 2
+    assert walks["head"] and walks["worker"]
     _assert_the_bucket_holds_the_local_run(run, s3_server, tmp_path)
 
 

@@ -31,6 +31,7 @@ from codecorpus.reports.build import write_report
 from codecorpus.runtime.executor import Executor
 from codecorpus.storage.parquet import read_parquet
 from codecorpus.tasks import columns as C
+from codecorpus.tasks import spec as tspec
 from codecorpus.tasks import swebench
 from conftest import run_outputs
 
@@ -102,7 +103,7 @@ def test_every_stage_conserves_rows_and_names_its_drops(finished):
         s = stats(finished, spec.name)
         assert s["rows_in"] == s["rows_out"] + sum(s["dropped"].values()), spec.name
     commits = stats(finished, "commits")
-    assert commits["shards"] >= 5  # two histories in slices of 6, and the broken repository's shard
+    assert commits["shards"] >= 5  # two histories in slices of 6, and the broken repository's drop
     assert commits["dropped"]["bad_repository"] == 1 and commits["dropped"]["merge"] == 2
     dedup = stats(finished, "commit_dedup")
     # the fork repeats the project's commits (same shas, another repository) and the cherry-pick
@@ -209,6 +210,7 @@ def test_planning_in_tasks_gives_the_drivers_plan_and_bytes(repos, tmp_path, mon
     repository's drop too."""
     data = recipe(repos[0])
     data["stages"]["commits"] = {"commits_per_slice": 6, "first_parent": False}
+    monkeypatch.setattr(tspec, "BATCH_REPOSITORIES", 1)  # a task per repository: their results joined in order
     runs, said = {}, {}
     for inline in ("64", "0"):
         monkeypatch.setenv(PLAN_INLINE_ENV, inline)
@@ -218,7 +220,7 @@ def test_planning_in_tasks_gives_the_drivers_plan_and_bytes(repos, tmp_path, mon
             Executor(load_recipe_data(data), runs[inline], quiet=True).run_pipeline()
         said[inline] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("commits: planned")]
     assert said["64"] == [] and len(said["0"]) == 1
-    assert said["0"][0].startswith("commits: planned 3 repositories of repos in 1 tasks")
+    assert said["0"][0].startswith("commits: planned 3 repositories of repos in planning tasks (3)")
     inline, in_tasks = (run_outputs(runs[k]) for k in ("64", "0"))
     assert [k for k in inline if k.startswith("_plan/commits/")]  # the acme history spans slices
     assert inline.keys() == in_tasks.keys() and [k for k in inline if inline[k] != in_tasks[k]] == []
@@ -246,23 +248,6 @@ def test_small_histories_share_a_shard_and_give_the_same_rows(repos, finished, t
     for kind in ("rows", "drops"):
         assert _rows(run_dir, "commits", kind) == _rows(finished, "commits", kind)
     assert records(run_dir, swebench.TRAIN_FILE) == records(finished, swebench.TRAIN_FILE)
-
-
-def test_shards_hold_consecutive_parts_up_to_a_slice_of_commits(monkeypatch):
-    from codecorpus.tasks import spec as tspec
-    from codecorpus.tasks.commits import CommitSlice, Repository
-    from codecorpus.tasks.task import RepositoryProblem
-
-    def part(name: str, count: int | None, skip: int = 0):
-        repo = Repository("s", f"o/{name}", f"/g/{name}")
-        return RepositoryProblem(repo, "bad_repository", "x") if count is None else CommitSlice(repo, "a" * 40, skip, count)
-
-    parts = [part("big", 5), part("big", 5, 5), part("big", 2, 10), part("a", 1), part("b", 2), part("x", None),
-             part("c", 5), part("d", 1), part("e", 1), part("f", 1)]  # fmt: skip
-    monkeypatch.setattr(tspec, "SHARD_PARTS", 2)
-    shards = [[(p.repository.repo, getattr(p, "count", None)) for p in sh.parts] for sh in tspec._grouped(parts, 5)]
-    assert shards == [[("o/big", 5)], [("o/big", 5)], [("o/big", 2), ("o/a", 1)], [("o/b", 2), ("o/x", None)],
-                      [("o/c", 5)], [("o/d", 1), ("o/e", 1)], [("o/f", 1)]]  # fmt: skip
 
 
 def test_commit_rows_carry_the_history(finished, repos):

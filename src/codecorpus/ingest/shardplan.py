@@ -36,8 +36,6 @@ import io
 import itertools
 import json
 import logging
-import math
-import os
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -53,7 +51,7 @@ from codecorpus.config import IngestConfig, RecipeError, Source, config_hash
 from codecorpus.ingest import plan
 from codecorpus.ingest.git import PLAN_THREADS, GitListing, duplicate_keepers
 from codecorpus.ingest.refs import FileRef, Unit
-from codecorpus.pipeline.spec import PLAN_INLINE_ENV
+from codecorpus.pipeline.spec import PLAN_INLINE_ENV, plan_batches, plan_inline
 from codecorpus.storage import mirror
 from codecorpus.storage.atomic import atomic_write_bytes
 
@@ -70,8 +68,8 @@ hold at most this many units; a listing that grows past it is dropped and redone
 INLINE_ENV = PLAN_INLINE_ENV
 """Overrides INLINE_LISTINGS (``0``: always plan in tasks, e.g. to prove a run's bytes the same)."""
 BATCH_REPOSITORIES = 100
-"""Repositories per planning task (more when that would make over MAX_PLAN_TASKS tasks)."""
-MAX_PLAN_TASKS = 4096
+"""Repositories per planning task (more when that would make over ``MAX_PLAN_TASKS`` tasks:
+``pipeline/spec.py`` ``plan_batches``)."""
 SHARDS_PER_TASK = 8
 """Shards one describing task fingerprints."""
 STAGE = "ingest"
@@ -136,7 +134,7 @@ def plan_ingest(sources: Sequence[Source], cfg: IngestConfig, tasks: PlanTasks |
     blocks = [b for src in sources if src.type not in plan.NON_INGEST_SOURCES for b in plan.source_listings(src, cfg)]
     listings = [b for b in blocks if not isinstance(b, list)]
     if inline_listings is None:
-        inline_listings = int(os.environ.get(INLINE_ENV) or INLINE_LISTINGS)
+        inline_listings = plan_inline(INLINE_LISTINGS)
     listed_here = None
     if tasks is None or len(listings) <= inline_listings:
         listed_here = list(_listed(blocks, cfg))
@@ -148,8 +146,7 @@ def plan_ingest(sources: Sequence[Source], cfg: IngestConfig, tasks: PlanTasks |
         return IngestPlan(shards, config_hash([s.fingerprint for s in shards]), False, len(listings))
     plan_dir = tasks.run.plan_dir(STAGE)
     mirror.remove_tree(plan_dir)  # batch files of an older plan
-    batch = max(batch_repositories, math.ceil(len(listings) / MAX_PLAN_TASKS))
-    batches = [listings[i:i + batch] for i in range(0, len(listings), batch)]
+    batches = plan_batches(listings, batch_repositories)
     t0 = time.perf_counter()
     listed = tasks.map("plan", _ListBatch(cfg, str(plan_dir)), batches)
     _raise_errors(listed)

@@ -23,6 +23,8 @@ in the error when it fails).
 from __future__ import annotations
 
 import functools
+import math
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -98,8 +100,22 @@ class StageRun(Protocol):
 
 
 PLAN_INLINE_ENV = "CODECORPUS_PLAN_INLINE"
-"""How many repositories a source plans on the driver before it plans them in tasks (each source
-has its default; ``0``: always in tasks, e.g. to prove a run's bytes the same either way)."""
+"""How many repositories a source stage plans on the driver before it plans them in tasks (each
+stage has its default, ``plan_inline``; ``0``: always in tasks, e.g. to prove a run's bytes the
+same either way)."""
+MAX_PLAN_TASKS = 4096
+
+
+def plan_inline(default: int) -> int:
+    """The most repositories planned on the driver: ``PLAN_INLINE_ENV`` when set, else ``default``."""
+    return int(os.environ.get(PLAN_INLINE_ENV) or default)
+
+
+def plan_batches(items: Sequence[Any], per_task: int) -> list[Sequence[Any]]:
+    """``items`` cut into planning tasks of ``per_task`` (more a task when that would make over
+    ``MAX_PLAN_TASKS`` tasks), in order."""
+    size = max(per_task, math.ceil(len(items) / MAX_PLAN_TASKS))
+    return [items[i:i + size] for i in range(0, len(items), size)]
 
 
 class PlanTasks(Protocol):

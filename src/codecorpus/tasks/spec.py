@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ from codecorpus.manifests import manifest as mf
 from codecorpus.model import RecipeError, config_hash
 from codecorpus.packing.spec import merge_small_shards
 from codecorpus.pipeline import tasks
-from codecorpus.pipeline.spec import PLAN_INLINE_ENV, Job, PlanTasks, StageRun, StageSpec
+from codecorpus.pipeline.spec import Job, PlanTasks, StageRun, StageSpec, plan_batches, plan_inline
 from codecorpus.sft import task as sfttask
 from codecorpus.storage import mirror
 from codecorpus.tasks import candidates, dedup, edits, filters
@@ -46,9 +46,10 @@ from codecorpus.tasks.config import (
     TaskSetConfig,
 )
 
+log = logging.getLogger(__name__)
+
 Part = CommitSlice | ttask.RepositoryProblem
 """One repository's slice, or a repository that cannot be read: what the plan lists."""
-log = logging.getLogger(__name__)
 
 
 # --- commits: the plan ---------------------------------------------------------------------
@@ -65,11 +66,12 @@ def _listed(src: GitSource) -> list[git.Found]:
 
 
 INLINE_REPOSITORIES = 500
-"""Folders and lists of at most this many repositories are planned on the driver, beside Ray's
-start; more are planned in tasks (``BATCH_REPOSITORIES`` a task), ``PLAN_INLINE_ENV`` overriding.
-A repository's plan costs about 4.6 ms (two git processes); planning tasks wait for Ray (about
-2 s) and then share the plan among the CPUs, which pays from about 900 repositories on 2 CPUs
-(measured: 400 repositories planned in 3.3 s on the driver, 3.7 s in tasks)."""
+"""Folders and lists of at most this many local repositories are planned on the driver, beside
+Ray's start; more are planned in tasks (``BATCH_REPOSITORIES`` a task), ``PLAN_INLINE_ENV``
+overriding. A repository's plan costs about 4.6 ms (two git processes); planning tasks first
+wait for Ray (about 2 s) and then share the plan among the CPUs: that pays from about 900
+repositories on 2 CPUs and 440 on many (measured here: 400 repositories planned in 3.3 s on
+the driver, 3.7 s in tasks), so the threshold lies between."""
 BATCH_REPOSITORIES = 100
 
 
@@ -80,7 +82,8 @@ def _source_parts(src: GitSource, cfg: CommitsConfig, plan_dir: Path, plan_tasks
     The repositories of a folder or list are found on the driver, and planned there when they
     are few; else in planning tasks (each repository's ``rev-parse`` and ``rev-list``: a few
     ms of git each, which on a folder of 10,000 repositories would keep the driver a minute).
-    Repositories to be cloned from URLs stay on the driver, whose clone cache the slices read."""
+    Repositories to be cloned from URLs are planned on the driver, whose clone cache the
+    slices read. The parts are in the order of the source's repositories either way."""
     if git.source_form(src) == "repository":
         repo = Repository(src.name, git.repo_name(src), git.resolve_gitdir(src))
         try:
@@ -89,15 +92,21 @@ def _source_parts(src: GitSource, cfg: CommitsConfig, plan_dir: Path, plan_tasks
             raise RecipeError(f"sources[{src.name}]: {err}") from None
     found = _listed(src)
     planner = _PlanRepositories(src, cfg, str(plan_dir))
-    inline = int(os.environ.get(PLAN_INLINE_ENV) or INLINE_REPOSITORIES)
-    if len(found) <= inline or any(git.is_url(f.location) for f in found):
-        return planner(found)
-    batches = [found[i:i + BATCH_REPOSITORIES] for i in range(0, len(found), BATCH_REPOSITORIES)]
+    local = [i for i, f in enumerate(found) if not git.is_url(f.location)]
+    if len(local) <= plan_inline(INLINE_REPOSITORIES):
+        return [part for parts in planner(found) for part in parts]
+    per_repository: list[list[Part]] = [[] for _ in found]
+    clones = sorted(set(range(len(found))) - set(local))
+    for i, parts in zip(clones, planner([found[i] for i in clones]), strict=True):
+        per_repository[i] = parts
     t0 = time.perf_counter()
-    parts = [part for planned in plan_tasks.map(f"plan-{src.name}", planner, batches) for part in planned]
-    log.info("commits: planned %d repositories of %s in %d tasks (%.1f s)", len(found), src.name, len(batches),
-             time.perf_counter() - t0)
-    return parts
+    batches = plan_batches([found[i] for i in local], BATCH_REPOSITORIES)
+    planned = [parts for batch in plan_tasks.map(f"plan-{src.name}", planner, batches) for parts in batch]
+    for i, parts in zip(local, planned, strict=True):
+        per_repository[i] = parts
+    log.info("commits: planned %d repositories of %s in planning tasks (%d) in %.1f s, %d to clone on the driver",
+             len(local), src.name, len(batches), time.perf_counter() - t0, len(clones))
+    return [part for parts in per_repository for part in parts]
 
 
 @dataclass(frozen=True)
@@ -108,19 +117,19 @@ class _PlanRepositories:
     cfg: CommitsConfig
     plan_dir: str
 
-    def __call__(self, found: list[git.Found]) -> list[Part]:
-        out: list[Part] = []
+    def __call__(self, found: Sequence[git.Found]) -> list[list[Part]]:
+        out: list[list[Part]] = []
         for f in found:
             repo = Repository(self.src.name, f.name, "")
             if f.problem is not None:
-                out.append(ttask.RepositoryProblem(repo, *f.problem))
+                out.append([ttask.RepositoryProblem(repo, *f.problem)])
                 continue
             try:
                 gitdir = git.resolve_gitdir(self.src.model_copy(update={"path": f.location, "repo": None}))
-                out += plan_slices([Repository(self.src.name, f.name, gitdir)], self.cfg, self.src.revision,
-                                   self.plan_dir)  # fmt: skip
+                out.append(plan_slices([Repository(self.src.name, f.name, gitdir)], self.cfg, self.src.revision,
+                                       self.plan_dir))  # fmt: skip
             except (RecipeError, GitError) as err:
-                out.append(ttask.RepositoryProblem(repo, "bad_repository", str(err)))
+                out.append([ttask.RepositoryProblem(repo, "bad_repository", str(err))])
         return out
 
 

@@ -39,7 +39,7 @@ from codecorpus.pipeline.tasks import (
 )
 from codecorpus.sft.task import sft_output
 from codecorpus.sft.template import choose_template
-from codecorpus.stage import MapResult
+from codecorpus.stage import MapResult, concat_drops
 from codecorpus.storage.atomic import atomic_writer, sha256_file
 from codecorpus.storage.mirror import ensure_local
 from codecorpus.storage.parquet import read_parquet
@@ -77,12 +77,19 @@ def commits_task(ctx: TaskContext, shard: int, planned: CommitShard, cfg: Commit
     """Read one shard's slices in plan order (their batches gathered: at most ``commits_per_slice``
     commits in memory); a repository that cannot be read is its one drop row."""
     t0 = time.perf_counter()
-    results = [commits.read_slice_table(part, cfg) if isinstance(part, commits.CommitSlice) else _problem_drop(part)
-               for part in planned.parts]  # fmt: skip
-    rows_in = sum(r.counters["commits"] for r in results) + sum(isinstance(p, RepositoryProblem) for p in planned.parts)
-    result = MapResult(pa.concat_tables([r.table for r in results]), pa.concat_tables([r.dropped for r in results]),
-                       sum((r.counters for r in results), Counter()))  # fmt: skip
-    bytes_in = _bytes(result.table) + _bytes(result.dropped)
+    tables, drops, counters, rows_in = [], [], Counter[str](), 0
+    for part in planned.parts:
+        if isinstance(part, commits.CommitSlice):
+            read = commits.read_slice_table(part, cfg)
+            rows_in += read.counters["commits"]
+        else:
+            read = _problem_drop(part)
+            rows_in += 1
+        tables.append(read.table)
+        drops.append(read.dropped)
+        counters.update(read.counters)
+    result = MapResult(pa.concat_tables(tables), concat_drops(drops), counters)
+    bytes_in = _bytes(result.table) + _bytes(result.dropped)  # a source's input is what it read
     stats = result_stats(rows_in, bytes_in, 0, {}, result, time.perf_counter() - t0)
     return finish_shard(ctx, shard, result, stats)
 
