@@ -25,6 +25,7 @@ from codecorpus import schema
 from codecorpus.config import IngestConfig, RecipeError, config_hash, load_recipe_data
 from codecorpus.ingest import plan, shardplan
 from codecorpus.ingest.refs import FileRef, S3Conn
+from codecorpus.pipeline.spec import PLAN_INLINE_ENV
 from codecorpus.runtime.executor import Executor
 from codecorpus.storage import mirror
 from conftest import (
@@ -170,7 +171,7 @@ def test_a_bad_one_repository_source_is_the_recipe_error(tmp_path: Path):
 
 
 def _run(recipe: dict, run_dir: Path, inline: str, monkeypatch) -> Executor:
-    monkeypatch.setenv(shardplan.INLINE_ENV, inline)
+    monkeypatch.setenv(PLAN_INLINE_ENV, inline)
     executor = Executor(load_recipe_data(recipe), run_dir, quiet=True)
     executor.run_pipeline()
     return executor

@@ -51,7 +51,7 @@ from codecorpus.config import IngestConfig, RecipeError, Source, config_hash
 from codecorpus.ingest import plan
 from codecorpus.ingest.git import PLAN_THREADS, GitListing, duplicate_keepers
 from codecorpus.ingest.refs import FileRef, Unit
-from codecorpus.pipeline.spec import PLAN_INLINE_ENV, plan_batches, plan_inline
+from codecorpus.pipeline.spec import plan_batches, plan_inline
 from codecorpus.storage import mirror
 from codecorpus.storage.atomic import atomic_write_bytes
 
@@ -61,12 +61,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 INLINE_LISTINGS = 64
-"""Plans of at most this many repositories are listed on the driver, without tasks or files."""
+"""Plans of at most this many repositories are listed on the driver, without tasks or files
+(``pipeline/spec.py`` ``PLAN_INLINE_ENV`` overrides it; ``0``: always plan in tasks)."""
 INLINE_UNITS = 100_000
 """Plans of more repositories are still listed on the driver (while Ray starts) as long as they
 hold at most this many units; a listing that grows past it is dropped and redone in tasks."""
-INLINE_ENV = PLAN_INLINE_ENV
-"""Overrides INLINE_LISTINGS (``0``: always plan in tasks, e.g. to prove a run's bytes the same)."""
 BATCH_REPOSITORIES = 100
 """Repositories per planning task (more when that would make over ``MAX_PLAN_TASKS`` tasks:
 ``pipeline/spec.py`` ``plan_batches``)."""

@@ -8,7 +8,7 @@ task, and consecutive small histories one task together). A slice is a few strin
 plan is small for any history. No slice makes git walk the commits before it:
 
 - a first-parent walk from any of its commits is the rest of the chain, so each
-  slice of it starts at its own first commit (kept while the plan streams the walk);
+  slice of it starts at its own first commit (read from the listed walk at its offset);
 - a walk of every parent cannot be resumed from one commit: one that fits in a
   slice is walked from the tip; a longer one is written by the plan, as ``git
   rev-list`` prints it, to a file of the run (``RUN/_plan/commits/<key>.walk``,
@@ -42,6 +42,7 @@ leaves the first-parent chain or the previous commit touched such a file.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import hashlib
@@ -53,7 +54,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 import pyarrow as pa
 
@@ -156,14 +157,20 @@ def plan_slices(
             raise GitError(f"{repo.repo}: {repo.gitdir} names its objects by {len(tip) * 4}-bit ids (sha256); "
                            "only sha1 repositories are read")  # fmt: skip
         bound = [f"--max-count={cfg.max_commits_per_repo}"] if cfg.max_commits_per_repo is not None else []
-        revisions = [*walk_args(cfg), *bound, tip]
-        if cfg.first_parent:
-            starts, total = _every_nth(repo.gitdir, revisions, n)
-            out += [CommitSlice(repo, tip, skip, min(n, total - skip), start=starts[i])
-                    for i, skip in enumerate(range(0, total, n))]  # fmt: skip
-        else:
-            assert plan_dir is not None
-            out += _every_parent_slices(repo, tip, revisions, n, schema.plan_walk_file(plan_dir, _walk_key(repo)))
+        width = schema.walk_line_bytes(tip)
+        with _listed_walk(repo.gitdir, [*walk_args(cfg), *bound, tip], width) as (walk, total):
+            skips = range(0, total, n)
+            if cfg.first_parent:  # each slice walks the rest of the chain from its first commit
+                out += [CommitSlice(repo, tip, skip, min(n, total - skip), start=_walk_lines(walk, skip, 1, width)[0])
+                        for skip in skips]  # fmt: skip
+            elif total <= n:  # one slice: git walks it from the tip
+                out += [CommitSlice(repo, tip, 0, total, start=tip)] if total else []
+            else:
+                assert plan_dir is not None
+                listing = schema.plan_walk_file(plan_dir, _walk_key(repo))
+                digest = _copy_walk(walk, listing)
+                out += [CommitSlice(repo, tip, skip, min(n, total - skip), listing=str(listing), walk_sha256=digest)
+                        for skip in skips]  # fmt: skip
     return out
 
 
@@ -172,62 +179,46 @@ def _walk_key(repo: Repository) -> str:
     return hashlib.sha256(f"{repo.source}\0{repo.repo}".encode()).hexdigest()[:20]
 
 
-def _every_parent_slices(repo: Repository, tip: str, revisions: list[str], n: int, listing: Path) -> list[CommitSlice]:
-    """A walk of every parent, listed by ``git rev-list`` (Python never splits it): one slice that git
-    walks from the tip when it fits, else the listing copied to the run file ``listing``, of
-    which each slice reads its lines."""
-    width = schema.walk_line_bytes(tip)
+@contextlib.contextmanager
+def _listed_walk(gitdir: str, revisions: list[str], width: int) -> Iterator[tuple[BinaryIO, int]]:
+    """(a temporary file holding ``git rev-list revisions`` as git prints it, how many commits it
+    lists): the plan reads only the lines it needs (Python never splits the walk)."""
     with tempfile.TemporaryFile() as walk, tempfile.TemporaryFile() as err:
-        proc = subprocess.run(["git", f"--git-dir={repo.gitdir}", "rev-list", *revisions], stdout=walk, stderr=err,
+        proc = subprocess.run(["git", f"--git-dir={gitdir}", "rev-list", *revisions], stdout=walk, stderr=err,
                               env=gitlog.GIT_ENV, check=False)  # fmt: skip
         if proc.returncode != 0:
             err.seek(0)
-            raise GitError(f"git rev-list failed in {repo.gitdir}: {err.read().decode(errors='replace').strip()}")
+            raise GitError(f"git rev-list failed in {gitdir}: {err.read().decode(errors='replace').strip()}")
         size = walk.seek(0, os.SEEK_END)
         if size % width:
-            raise GitError(f"git rev-list in {repo.gitdir} printed {size} bytes, not lines of {width}")
-        total = size // width
-        if total <= n:
-            return [CommitSlice(repo, tip, 0, total, start=tip)] if total else []
-        walk.seek(0)
-        digest = hashlib.sha256()
-        with atomic_writer(listing) as out:
-            while chunk := walk.read(1 << 20):
-                digest.update(chunk)
-                out.write(chunk)
-    return [CommitSlice(repo, tip, skip, min(n, total - skip), listing=str(listing), walk_sha256=digest.hexdigest())
-            for skip in range(0, total, n)]  # fmt: skip
+            raise GitError(f"git rev-list in {gitdir} printed {size} bytes, not lines of {width}")
+        yield walk, size // width
 
 
-def _every_nth(gitdir: str, revisions: list[str], n: int) -> tuple[list[str], int]:
-    """(every ``n``-th sha of ``git rev-list revisions`` from the first, how many it lists), streamed."""
-    kept, total = [], 0
-    with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(["git", f"--git-dir={gitdir}", "rev-list", *revisions], stdout=subprocess.PIPE,
-                                stderr=err, env=gitlog.GIT_ENV)  # fmt: skip
-        assert proc.stdout is not None
-        rest = b""
-        with proc.stdout:
-            while chunk := proc.stdout.read(1 << 20):
-                lines = (rest + chunk).split(b"\n")
-                rest = lines.pop()  # a line the next chunk ends
-                kept += [sha.decode("ascii") for sha in lines[-total % n :: n]]  # lines[i] is line total + i
-                total += len(lines)
-        if proc.wait() != 0:
-            err.seek(0)
-            raise GitError(f"git rev-list failed in {gitdir}: {err.read().decode(errors='replace').strip()}")
-    return kept, total
+def _walk_lines(walk: BinaryIO, skip: int, count: int, width: int) -> list[str]:
+    """The shas of lines ``skip`` to ``skip + count`` of a walk listing."""
+    walk.seek(skip * width)
+    return walk.read(count * width).decode("ascii").split()
+
+
+def _copy_walk(walk: BinaryIO, listing: Path) -> str:
+    """Copy a walk listing to the run file ``listing`` (published to the run store); its sha256."""
+    walk.seek(0)
+    digest = hashlib.sha256()
+    with atomic_writer(listing) as out:
+        while chunk := walk.read(1 << 20):
+            digest.update(chunk)
+            out.write(chunk)
+    return digest.hexdigest()
 
 
 def slice_shas(sl: CommitSlice, cfg: CommitsConfig) -> list[str]:
     """The slice's commits in walk order: its lines of the plan's walk file, else ``git rev-list``."""
     if sl.listing is None:
         return _git(sl.repository.gitdir, "rev-list", *sl.revisions(cfg)).split()
-    width = schema.walk_line_bytes(sl.tip)
     try:
         with open(mirror.ensure_local(sl.listing), "rb") as f:
-            f.seek(sl.skip * width)
-            shas = f.read(sl.count * width).decode("ascii").split()
+            shas = _walk_lines(f, sl.skip, sl.count, schema.walk_line_bytes(sl.tip))
     except OSError as err:
         raise GitError(f"{sl.repository.repo}: the plan's walk file cannot be read ({err}); run again: "
                        "the plan writes it anew") from None  # fmt: skip

@@ -92,21 +92,16 @@ def _source_parts(src: GitSource, cfg: CommitsConfig, plan_dir: Path, plan_tasks
             raise RecipeError(f"sources[{src.name}]: {err}") from None
     found = _listed(src)
     planner = _PlanRepositories(src, cfg, str(plan_dir))
-    local = [i for i, f in enumerate(found) if not git.is_url(f.location)]
+    local = [f for f in found if not git.is_url(f.location)]
     if len(local) <= plan_inline(INLINE_REPOSITORIES):
         return [part for parts in planner(found) for part in parts]
-    per_repository: list[list[Part]] = [[] for _ in found]
-    clones = sorted(set(range(len(found))) - set(local))
-    for i, parts in zip(clones, planner([found[i] for i in clones]), strict=True):
-        per_repository[i] = parts
+    clones = iter(planner([f for f in found if git.is_url(f.location)]))
     t0 = time.perf_counter()
-    batches = plan_batches([found[i] for i in local], BATCH_REPOSITORIES)
-    planned = [parts for batch in plan_tasks.map(f"plan-{src.name}", planner, batches) for parts in batch]
-    for i, parts in zip(local, planned, strict=True):
-        per_repository[i] = parts
+    batches = plan_batches(local, BATCH_REPOSITORIES)
+    in_tasks = iter([parts for batch in plan_tasks.map(f"plan-{src.name}", planner, batches) for parts in batch])
     log.info("commits: planned %d repositories of %s in planning tasks (%d) in %.1f s, %d to clone on the driver",
-             len(local), src.name, len(batches), time.perf_counter() - t0, len(clones))
-    return [part for parts in per_repository for part in parts]
+             len(local), src.name, len(batches), time.perf_counter() - t0, len(found) - len(local))
+    return [part for f in found for part in next(clones if git.is_url(f.location) else in_tasks)]
 
 
 @dataclass(frozen=True)
