@@ -48,7 +48,7 @@ def run(
     if ray_address is None:
         name_local_ray_auth()
     from codecorpus.pipeline.pipelines import check_stages
-    from codecorpus.runtime.executor import PipelineError, start
+    from codecorpus.runtime.executor import PipelineError, start, stop_ray_in_background
 
     try:
         cfg = load_recipe(recipe, set_ or [])
@@ -60,6 +60,8 @@ def run(
         result = executor.run_pipeline(only=only, until=until)
     except (RecipeError, PipelineError) as err:
         _fail(str(err))
+    # the report reads files only: a Ray this command started stops meanwhile
+    stopping = stop_ray_in_background() if executor.owns_ray else None
     report_seconds = write_run_report(run_dir, quiet)
     print_summary(result)
     if not quiet:
@@ -67,6 +69,8 @@ def run(
     resumed = resume_line(result)
     if resumed:
         console.print(resumed, highlight=False)
+    if stopping is not None:
+        stopping.result()
 
 
 def resume_line(result) -> str | None:
@@ -346,10 +350,36 @@ def report(
 
 def main() -> None:
     """The console entry point: the command, then a Ray it started stopped at once (Ray's own
-    exit hook would first sleep 0.5 s for late error messages that ``log_to_driver=False`` drops)."""
+    exit hook would first sleep 0.5 s for late error messages that ``log_to_driver=False`` drops),
+    then the process's exit (``exit_now``)."""
+    code: int | str | None = 0
     try:
         app()
+    except SystemExit as done:  # how click ends every command, a success included
+        code = done.code
     finally:
         executor = sys.modules.get("codecorpus.runtime.executor")
         if executor is not None:
             executor.stop_ray()
+    exit_now(code)
+
+
+def exit_now(code: int | str | None) -> None:
+    """End the process with ``sys.exit``'s meaning of ``code``, without the interpreter's finalization.
+
+    Once a command has returned, every file it wrote is closed (atomic writes, pools joined,
+    S3 uploads synchronous) and its Ray is stopped, so what is left is freeing the modules
+    (pyarrow, Ray, numpy...): 0.16-0.24 s measured on this machine, against 8 ms for
+    ``os._exit``. The output streams and logging are flushed first.
+    """
+    if isinstance(code, str):
+        print(code, file=sys.stderr)
+        code = 1
+    import contextlib
+    import logging
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more can reach it
+            stream.flush()
+    os._exit(code or 0)

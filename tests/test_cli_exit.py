@@ -1,0 +1,64 @@
+"""The ``codecorpus`` console entry ends its process at once: exit codes and piped output as the
+command left them, and no process of the Ray it started left behind."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from conftest import fixture_recipe, write_repos
+
+
+def _codecorpus(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "codecorpus", *args], capture_output=True, text=True,
+                          timeout=300, env=env)  # fmt: skip
+
+
+def test_exit_codes_and_messages_are_the_commands(tmp_path):
+    assert _codecorpus("--help").returncode == 0
+    missing = _codecorpus("manifest", "verify", str(tmp_path / "nothing"))
+    assert missing.returncode == 1
+    assert "nothing" in missing.stdout + missing.stderr
+    unknown = _codecorpus("no-such-command")
+    assert unknown.returncode == 2
+    assert "No such command" in unknown.stderr
+
+
+def test_exit_now_flushes_piped_output_and_keeps_the_code():
+    script = "from codecorpus.cli import exit_now\nprint('block-buffered into a pipe', end='')\nexit_now({})"
+    done = subprocess.run([sys.executable, "-c", script.format(3)], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (3, "block-buffered into a pipe")
+    message = subprocess.run([sys.executable, "-c", script.format("'stopped: why'")], capture_output=True,
+                             text=True, timeout=60)  # fmt: skip
+    assert (message.returncode, message.stderr.strip()) == (1, "stopped: why")
+
+
+def test_a_run_prints_its_summary_and_leaves_no_ray_process(tmp_path):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump(fixture_recipe(write_repos(tmp_path / "corpus"), name="exit", seed=1)))
+    # Ray's session under a directory of this test's own (short: Ray's socket paths have a length limit)
+    ray_tmp = Path(tempfile.mkdtemp(prefix="rx", dir="/tmp"))
+    try:
+        done = _codecorpus("run", str(recipe), "--out", str(tmp_path / "run"), "--workers", "1", "--until", "ingest",
+                           env={**os.environ, "RAY_TMPDIR": str(ray_tmp)})  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "codecorpus run:" in done.stdout  # the summary table, through a pipe, before the fast exit
+        assert list(ray_tmp.glob("ray/session_*")), "the run's Ray did not start under RAY_TMPDIR"
+        deadline = time.monotonic() + 30
+        while (left := _processes_under(ray_tmp)) and time.monotonic() < deadline:
+            time.sleep(0.2)  # Ray's processes take their SIGTERM
+        assert left == []
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+def _processes_under(directory: Path) -> list[str]:
+    found = subprocess.run(["pgrep", "-af", str(directory)], capture_output=True, text=True)
+    return [line for line in found.stdout.splitlines() if "pgrep" not in line]
