@@ -50,8 +50,10 @@ class InProcessTasks:
         self.run = schema.RunPaths(root)
         self.calls: dict[str, int] = {}
 
-    def map(self, label, fn, items):
+    def map(self, label, fn, items, describe=None):
         self.calls[label] = self.calls.get(label, 0) + len(items)
+        if describe is not None:
+            assert all(isinstance(describe(item), str) for item in items)
         return [pickle.loads(pickle.dumps(fn))(pickle.loads(pickle.dumps(item))) for item in items]
 
 

@@ -213,6 +213,11 @@ class GitListing:
     found: Found | None = None
     gitdir: str = ""
 
+    @property
+    def where(self) -> str:
+        """The repository's path or URL, for messages."""
+        return self.gitdir if self.found is None else self.found.location
+
     def plan(self, cfg: IngestConfig) -> Planned:
         if self.found is None:
             return Planned(self.name, plan_repository(self.src, cfg, self.name, self.gitdir))

@@ -197,6 +197,11 @@ class LocalListing:
     name: str
     path: str
 
+    @property
+    def where(self) -> str:
+        """The repository's folder, for messages."""
+        return self.path
+
     def plan(self, cfg: IngestConfig) -> Planned:
         return Planned(self.name, list_files(local_repository(self.src, self.name, Path(self.path)), cfg))
 
@@ -206,6 +211,11 @@ class RepositoryListing:
     """One repository already described (a distribution of a python-env source), listed on its own."""
 
     repo: Repository
+
+    @property
+    def where(self) -> str:
+        """The repository's root, for messages."""
+        return str(self.repo.root)
 
     def plan(self, cfg: IngestConfig) -> Planned:
         return Planned(self.repo.name, list_files(self.repo, cfg))

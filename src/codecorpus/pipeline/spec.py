@@ -126,9 +126,20 @@ class PlanTasks(Protocol):
 
     run: schema.RunPaths
 
-    def map(self, label: str, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
-        """``[fn(item) for item in items]``, each call one task, results in item order."""
+    def map(self, label: str, fn: Callable[[Any], Any], items: Sequence[Any],
+            describe: Callable[[Any], str] | None = None) -> list[Any]:
+        """``[fn(item) for item in items]``, each call one task, results in item order.
+
+        ``describe(item)`` names what an item holds (``named``), for the error when its task fails.
+        """
         ...
+
+
+def named(names: Sequence[str], noun: str) -> str:
+    """Some inputs in an error message: ``/a`` alone, or ``3 repositories, /a ... /c``."""
+    if len(names) == 1:
+        return names[0]
+    return f"{len(names)} {noun}, {names[0]} ... {names[-1]}" if names else f"no {noun}"
 
 
 def _no_parts(recipe: Recipe) -> list[Any]:

@@ -594,7 +594,8 @@ class _PlanTasks:
         self._ray_ready = executor.ray_ready
         self._max_tasks = executor.max_tasks
 
-    def map(self, label: str, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+    def map(self, label: str, fn: Callable[[Any], Any], items: Sequence[Any],
+            describe: Callable[[Any], str] | None = None) -> list[Any]:
         self._ray_ready.wait()  # planning may run beside Ray's start (``start``)
         window = self._max_tasks or len(items) or 1
         in_flight: deque[ray.ObjectRef] = deque()
@@ -606,7 +607,8 @@ class _PlanTasks:
                 result = ray.get(in_flight.popleft())
             except ray.exceptions.RayError as err:
                 _stop(list(in_flight))
-                raise PipelineError(_task_failure("planning", Job(f"{label}:{i}", fn), err)) from None
+                held = (describe(items[i]),) if describe is not None else ()
+                raise PipelineError(_task_failure("planning", Job(f"{label}:{i}", fn, reads=held), err)) from None
             if isinstance(result, dict):  # the runtime's, not the plan's
                 result = {k: v for k, v in result.items() if k not in RUNTIME_KEYS}
             results.append(result)

@@ -31,7 +31,15 @@ from codecorpus.manifests import manifest as mf
 from codecorpus.model import RecipeError, config_hash
 from codecorpus.packing.spec import merge_small_shards
 from codecorpus.pipeline import tasks
-from codecorpus.pipeline.spec import Job, PlanTasks, StageRun, StageSpec, plan_batches, plan_inline
+from codecorpus.pipeline.spec import (
+    Job,
+    PlanTasks,
+    StageRun,
+    StageSpec,
+    named,
+    plan_batches,
+    plan_inline,
+)
 from codecorpus.sft import task as sfttask
 from codecorpus.storage import mirror
 from codecorpus.tasks import candidates, dedup, edits, filters
@@ -98,10 +106,15 @@ def _source_parts(src: GitSource, cfg: CommitsConfig, plan_dir: Path, plan_tasks
     clones = iter(planner([f for f in found if git.is_url(f.location)]))
     t0 = time.perf_counter()
     batches = plan_batches(local, BATCH_REPOSITORIES)
-    in_tasks = iter([parts for batch in plan_tasks.map(f"plan-{src.name}", planner, batches) for parts in batch])
+    planned = plan_tasks.map(f"plan-{src.name}", planner, batches, _repositories)
+    in_tasks = iter([parts for batch in planned for parts in batch])
     log.info("commits: planned %d repositories of %s in planning tasks (%d) in %.1f s, %d to clone on the driver",
              len(local), src.name, len(batches), time.perf_counter() - t0, len(found) - len(local))
     return [part for f in found for part in next(clones if git.is_url(f.location) else in_tasks)]
+
+
+def _repositories(batch: Sequence[git.Found]) -> str:
+    return named([f.location for f in batch], "repositories")
 
 
 @dataclass(frozen=True)
