@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import sys
 from pathlib import Path
@@ -375,9 +377,6 @@ def exit_now(code: int | str | None) -> None:
     if isinstance(code, str):
         print(code, file=sys.stderr)
         code = 1
-    import contextlib
-    import logging
-
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more can reach it

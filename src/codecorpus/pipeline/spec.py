@@ -54,11 +54,7 @@ class Job:
     """The files the task reads, for the error message when it fails."""
 
     def describe_reads(self) -> str:
-        if not self.reads:
-            return "see the task arguments"
-        if len(self.reads) == 1:
-            return self.reads[0]
-        return f"{len(self.reads)} files, {self.reads[0]} ... {self.reads[-1]}"
+        return named(self.reads, "files") if self.reads else "see the task arguments"
 
 
 class StageRun(Protocol):
