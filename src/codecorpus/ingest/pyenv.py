@@ -50,18 +50,26 @@ def repositories(src: PythonEnvSource) -> list[Repository]:
 
 
 def _selected(src: PythonEnvSource) -> list[md.Distribution]:
-    installed: dict[str, md.Distribution] = {}
-    for dist in md.distributions():
-        installed.setdefault(_norm(dist.metadata["Name"]), dist)
+    """The distributions the source names (the first of each name on ``sys.path``, as
+    ``importlib.metadata`` finds it), or every installed one."""
     if src.all_distributions:
+        installed: dict[str, md.Distribution] = {}
+        for dist in md.distributions():
+            installed.setdefault(_norm(dist.metadata["Name"]), dist)
         return [installed[k] for k in sorted(installed)]
-    missing = [n for n in src.distributions if _norm(n) not in installed]
+    found: dict[str, md.Distribution] = {}
+    missing = []
+    for name in src.distributions:  # looked up by name: no other distribution's metadata is read
+        try:
+            found.setdefault(_norm(name), md.distribution(name))
+        except md.PackageNotFoundError:
+            missing.append(name)
     if missing:
         raise RecipeError(
             f"sources[{src.name}].distributions: not installed here: {', '.join(missing)}; "
             "install them or remove them from the list"
         )
-    return [installed[_norm(n)] for n in sorted(src.distributions, key=_norm)]
+    return [found[_norm(n)] for n in sorted(src.distributions, key=_norm)]
 
 
 def _norm(name: str) -> str:

@@ -14,14 +14,13 @@ run. This is the only module that imports ray.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import json
 import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +42,7 @@ from codecorpus.config import STAGE_ORDER, Recipe, RecipeError, config_hash, rec
 from codecorpus.pipeline.pipelines import check_stages, enabled_specs, pipeline_of
 from codecorpus.pipeline.spec import MAP_KINDS, Job, StageSpec
 from codecorpus.runtime import memory
+from codecorpus.runtime.local_start import SOCKET_RETRY_ENV, lean_local_start
 from codecorpus.storage import mirror as store
 from codecorpus.storage.atomic import OutputWriteError, atomic_write_bytes, remove_stale_temps
 from codecorpus.storage.faults import checkpoint
@@ -57,14 +57,6 @@ if TYPE_CHECKING:
 DEFAULT_OBJECT_STORE_BYTES = 512 * 1024**2
 WORKER_NICENESS_ENV = "RAY_worker_niceness"
 """Ray's setting (read when it starts workers) of its workers' nice value; set it to override."""
-SOCKET_RETRY_ENV = {
-    "RAY_raylet_client_connect_timeout_milliseconds": "20",
-    "RAY_raylet_client_num_connect_attempts": "500",
-}
-"""Ray's settings of how its processes retry a Unix socket that is not listening yet: every 20 ms
-for 10 s, not Ray's every 1,000 ms for 10 s. A starting raylet connects to its own object store
-this way, and when the store was not up at the first try (a race: 3 of 6 starts with planning
-beside them) it slept a whole second before it started its agents. Each is left as set if set."""
 TASK_RETRIES = 2
 """Retries of a failed task (a crashed worker, or an exception) before the run stops."""
 TASK_TIME = "_task_seconds"
@@ -127,7 +119,7 @@ def init_ray(workers: int | None, address: str | None, object_store_bytes: int =
         return
     for key, value in SOCKET_RETRY_ENV.items():  # read by the raylet and workers this start spawns
         os.environ.setdefault(key, value)
-    with _lean_local_start():
+    with lean_local_start():
         ray.init(
             address="local",  # always a private instance: never join a cluster found in /tmp/ray
             num_cpus=workers or os.cpu_count() or 1,
@@ -148,111 +140,6 @@ def stop_ray_in_background() -> Future[None]:
     """``stop_ray`` in a daemon thread, so the driver's own work after the last task (the report,
     the summary) runs beside Ray's shutdown; the future is done once Ray is stopped."""
     return _in_thread("codecorpus-ray-stop", stop_ray)
-
-
-_START_PATCH_LOCK = threading.Lock()
-"""Held while Ray's ``Node`` start methods are patched (one ``ray.init`` at a time)."""
-
-
-@contextlib.contextmanager
-def _lean_local_start() -> Iterator[None]:
-    """Skip the head processes a private local ``ray.init`` starts but a pipeline never uses.
-
-    ``ray.init`` has no option for these, so the start methods of Ray's private ``Node``
-    are patched for this one call (restored after; a Ray without them starts as
-    before). Measured with ``bench/ray_start.py`` (start = init + one task per CPU;
-    medians of 5, 2 cores, another job on the machine): 7.3 s start / 1.5 s shutdown
-    by default, 4.4 s / 0.4 s with all three skipped.
-
-    - the autoscaler monitor (``RayParams.no_monitor``): a Python process importing Ray
-      for a cluster that never scales. Ray's shutdown gives it 1 s to take SIGTERM, so
-      skipping it saves ~1 s of shutdown, and CPU while the workers start. Lost:
-      ``ray status``'s autoscaler report and the autoscaler's warnings on requests no
-      node can fit.
-    - the log monitor (``include_log_monitor``): tails the workers' logs to publish
-      them to the driver, which ``log_to_driver=False`` never reads; CPU at start.
-    - the API server (``start_api_server``): started even with ``include_dashboard=False``,
-      and ``ray.init`` waits until it has published its URL; alone ~1.7 s of start.
-      Lost: the dashboard URL and the APIs it serves (job submission, ``ray list``).
-
-    Alone each of the first two is within the noise at start (the monitor's shutdown
-    saving is not); together the three save ~3 s. Not done: writing the agents' port
-    files ahead so the raylet registers without waiting ~2 s for its dashboard and
-    runtime-env agents. It measured slower (6.1 s), since the workers then start while
-    the two agents still import Ray on the same two cores.
-
-    Ray's wait for its raylet to register is also made prompt (``_prompt_node_wait``).
-    """
-    try:
-        from ray._private import node as ray_node
-        from ray._private import services as ray_services
-    except ImportError:
-        yield
-        return
-    node_class = ray_node.Node
-    originals = {name: node_class.__dict__.get(name) for name in ("start_head_processes", "start_api_server")}
-    if not all(callable(fn) for fn in originals.values()):
-        yield
-        return
-
-    def start_head_processes(self: ray_node.Node) -> None:
-        self._ray_params.no_monitor = True
-        self._ray_params.include_log_monitor = False  # read after this, in start_ray_processes
-        originals["start_head_processes"](self)
-
-    def start_api_server(self: ray_node.Node, *args: object, **kwargs: object) -> None:
-        self._webui_url = None
-
-    get_node = getattr(ray_services, "get_node", None)
-    with _START_PATCH_LOCK:
-        node_class.start_head_processes = start_head_processes
-        node_class.start_api_server = start_api_server
-        if callable(get_node):
-            ray_services.get_node = _prompt_node_wait(get_node)
-        try:
-            yield
-        finally:
-            for name, fn in originals.items():
-                setattr(node_class, name, fn)
-            if callable(get_node):
-                ray_services.get_node = get_node
-
-
-NODE_POLL_SECONDS = 0.01
-"""How often a starting local Ray's driver asks the GCS whether its raylet has registered."""
-NODE_WAIT_SECONDS = 30.0
-"""How long it asks before leaving the wait to Ray's own (``Node``'s ``raylet_start_wait_time_s``)."""
-
-
-def _prompt_node_wait(get_node: Callable[[str, str], dict]) -> Callable[[str, str], dict]:
-    """Ray's ``services.get_node``, called once the node is in the GCS's node table.
-
-    ``Node`` calls it as soon as it has started the raylet, and the C++ accessor behind it
-    retries once a second until the raylet has registered. The raylet registers about
-    0.45 s after it starts (it waits on its two agents), so the start paid a whole second
-    of that poll, or two: ``ray.init`` alone took 1.65 or 2.65 s, 3 runs each of 6 on this
-    machine. Asking the node table (no retry of its own) every ``NODE_POLL_SECONDS``
-    first, the same call returns at once: 1.06-1.25 s in 6 of 6 runs.
-    """
-
-    def prompt_get_node(gcs_address: str, node_id: str) -> dict:
-        try:
-            from ray._private import services as ray_services
-            from ray._private import state as ray_state
-
-            table = ray_state.GlobalState()
-            table._initialize_global_state(ray_services._get_gcs_client_options(gcs_address))
-            deadline = time.monotonic() + NODE_WAIT_SECONDS
-            while not any(n.get("NodeID") == node_id for n in table.node_table()):
-                if time.monotonic() > deadline:
-                    break
-                time.sleep(NODE_POLL_SECONDS)
-            table.disconnect()
-        except (AttributeError, TypeError, RuntimeError):  # a Ray whose private state API differs
-            pass  # its own wait alone
-        return get_node(gcs_address, node_id)
-
-    return prompt_get_node
 
 
 def start(recipe: Recipe, run_dir: Path, workers: int | None = None, address: str | None = None,
