@@ -471,6 +471,7 @@ MEGATRON_UINT16_VOCAB_LIMIT = 65500
 
 SET_MANIFEST_KIND = "codecorpus.set"
 RUN_MANIFEST_KIND = "codecorpus.run"
+RL_MANIFEST_KIND = "codecorpus.rl"
 
 # --- tokenizer files -----------------------------------------------------------------
 

@@ -44,7 +44,7 @@ def ingest_jobs(stage: StageRun) -> list[Job]:
     return [
         Job(schema.shard_name(i), tasks.ingest_task,
             (stage.task, i, functools.partial(read_planned, shard, plan_dir, cfg), shard.document_bytes, shard.units),
-            reads=shard.reads())
+            reads=shard.reads(), weight=shard.document_bytes)
         for i, shard in enumerate(stage.shards)
     ]
 

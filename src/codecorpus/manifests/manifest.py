@@ -44,9 +44,6 @@ from codecorpus.manifests.megatron import (
     shard_file,
     token_dtype,
 )
-from codecorpus.manifests.rl import RL_MANIFEST_KIND
-from codecorpus.manifests.rl import show as show_rl
-from codecorpus.manifests.rl import verify as verify_rl
 from codecorpus.storage import mirror as store
 from codecorpus.storage.atomic import atomic_write_bytes, sha256_file
 
@@ -698,8 +695,10 @@ def verify(path: Path | str, split: str | None = None) -> list[str]:
         return verify_run(path, split)
     if kind == schema.SET_MANIFEST_KIND:
         return verify_set(path, split)
-    if kind == RL_MANIFEST_KIND:
-        return verify_rl(path)
+    if kind == schema.RL_MANIFEST_KIND:  # rl imports jsonschema and the environment spec: no task needs them
+        from codecorpus.manifests import rl
+
+        return rl.verify(path)
     return [
         f"{path}: kind: expected {schema.RUN_MANIFEST_KIND!r} or {schema.SET_MANIFEST_KIND!r}, found {kind!r}"
     ]
@@ -784,8 +783,10 @@ def show(path: Path | str) -> str:
     m = json.loads(path.read_text())
     if m.get("kind") == schema.SET_MANIFEST_KIND:
         return "\n".join(_show_set(m))
-    if m.get("kind") == RL_MANIFEST_KIND:
-        return "\n".join(show_rl(m))
+    if m.get("kind") == schema.RL_MANIFEST_KIND:
+        from codecorpus.manifests import rl
+
+        return "\n".join(rl.show(m))
     lines = [f"run {path.parent}  ({len(m.get('sets', {}))} sets)"]
     for name, entry in sorted(m.get("sets", {}).items()):
         set_m, error = _load(path.parent / entry["path"])

@@ -26,10 +26,10 @@ from typing import Any
 import jsonschema
 
 from codecorpus.envs import spec as envspec
+from codecorpus.schema import RL_MANIFEST_KIND
 from codecorpus.storage import mirror as store
 from codecorpus.storage.atomic import atomic_write_bytes, sha256_file
 
-RL_MANIFEST_KIND = "codecorpus.rl"
 FORMAT_VERSION = 2
 MANIFEST_NAME = "manifest.json"
 ENV_KEYS = ("path", "spec_sha256", "repo", "revision", "cache_key", "toolchain")

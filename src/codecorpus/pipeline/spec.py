@@ -52,6 +52,9 @@ class Job:
     args: tuple[Any, ...] = ()
     reads: tuple[str, ...] = ()
     """The files the task reads, for the error message when it fails."""
+    weight: int | None = None
+    """The bytes the task reads, where its planner knows them (else the sizes of ``reads``
+    found on the driver's node): the executor starts a stage's heaviest tasks first."""
 
     def describe_reads(self) -> str:
         return named(self.reads, "files") if self.reads else "see the task arguments"
