@@ -181,6 +181,7 @@ def assemble_task(
         "truncated_documents": long_stats["split_repositories"],
         "documents_by_license": dict(Counter(rows.column(schema.LICENSE).to_pylist())),
         "long_context": long_stats,
+        "tokenizer": tokenizer.fingerprint(),
     }
     write_marker(ctx, f"{out.name}-{schema.shard_name(bucket)}", stats)
     return stats

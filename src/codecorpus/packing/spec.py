@@ -16,7 +16,7 @@ from codecorpus import schema
 from codecorpus.packing.config import OutputSet, PackConfig
 from codecorpus.pipeline.spec import Job, StageRun, StageSpec
 from codecorpus.tokenize.config import TokenizerConfig
-from codecorpus.tokenize.spec import prefetch_tokenizer, run_tokenizer, set_tokenizer
+from codecorpus.tokenize.spec import run_tokenizer
 
 if TYPE_CHECKING:
     from codecorpus.packing import task as packtask
@@ -112,12 +112,7 @@ def output_parts(recipe: Any) -> list[Any]:
     return [recipe.tokenizer, [o.model_dump(mode="json") for o in recipe.outputs]]
 
 
-def prefetch_pack(recipe: Any) -> None:
-    """The tokenizer the set manifests name (``run_tokenizer``'s, when it needs no training)."""
-    prefetch_tokenizer(set_tokenizer(recipe))
-
-
 PACK = StageSpec(
     "pack", "sink", PackConfig, phases=pack_phases, hash_parts=output_parts, upstream="tokenize",
-    output_dirs=("shards",), output_files=("manifest.json",), prefetch=prefetch_pack, modules=TASK_MODULES,
+    output_dirs=("shards",), output_files=("manifest.json",), modules=TASK_MODULES,
 )
