@@ -7,10 +7,9 @@ from pathlib import Path
 import pytest
 
 from codecorpus.config import load_recipe_data
-from codecorpus.ingest import git, plan, shardplan
-from codecorpus.pipeline.spec import named
+from codecorpus.ingest import git, plan
+from codecorpus.pipeline.spec import named, repositories
 from codecorpus.runtime.executor import Executor, PipelineError, _PlanTasks
-from codecorpus.tasks import spec as tasks_spec
 from conftest import fixture_recipe
 
 # a lambda: Ray's workers cannot import this module, so the function travels by value
@@ -36,7 +35,7 @@ def test_a_failed_planning_task_names_its_repositories(tmp_path: Path, ray_local
 
 def test_the_sources_describe_their_batches_by_path(tmp_path: Path):
     found = [git.Found("alpha", "/srv/alpha.git"), git.Found("beta", "https://example.org/beta.git")]
-    assert tasks_spec._repositories(found) == "2 repositories, /srv/alpha.git ... https://example.org/beta.git"
+    assert repositories(found) == "2 repositories, /srv/alpha.git ... https://example.org/beta.git"
     src = load_recipe_data(fixture_recipe(tmp_path, name="where")).sources[0]
     listings = [plan.LocalListing(src, "one", str(tmp_path / "one")), git.GitListing(src, "two", found[0])]
-    assert shardplan._repositories(listings) == f"2 repositories, {tmp_path / 'one'} ... /srv/alpha.git"
+    assert repositories(listings) == f"2 repositories, {tmp_path / 'one'} ... /srv/alpha.git"

@@ -214,8 +214,8 @@ class GitListing:
     gitdir: str = ""
 
     @property
-    def where(self) -> str:
-        """The repository's path or URL, for messages."""
+    def location(self) -> str:
+        """The repository's path or URL, for messages (``Found.location``'s name)."""
         return self.gitdir if self.found is None else self.found.location
 
     def plan(self, cfg: IngestConfig) -> Planned:

@@ -198,7 +198,7 @@ class LocalListing:
     path: str
 
     @property
-    def where(self) -> str:
+    def location(self) -> str:
         """The repository's folder, for messages."""
         return self.path
 
@@ -213,7 +213,7 @@ class RepositoryListing:
     repo: Repository
 
     @property
-    def where(self) -> str:
+    def location(self) -> str:
         """The repository's root, for messages."""
         return str(self.repo.root)
 

@@ -51,7 +51,7 @@ from codecorpus.config import IngestConfig, RecipeError, Source, config_hash
 from codecorpus.ingest import plan
 from codecorpus.ingest.git import PLAN_THREADS, GitListing, duplicate_keepers
 from codecorpus.ingest.refs import FileRef, Unit
-from codecorpus.pipeline.spec import named, plan_batches, plan_inline
+from codecorpus.pipeline.spec import plan_batches, plan_inline, repositories
 from codecorpus.storage import mirror
 from codecorpus.storage.atomic import atomic_write_bytes
 
@@ -147,7 +147,7 @@ def plan_ingest(sources: Sequence[Source], cfg: IngestConfig, tasks: PlanTasks |
     mirror.remove_tree(plan_dir)  # batch files of an older plan
     batches = plan_batches(listings, batch_repositories)
     t0 = time.perf_counter()
-    listed = tasks.map("plan", _ListBatch(cfg, str(plan_dir)), batches, _repositories)
+    listed = tasks.map("plan", _ListBatch(cfg, str(plan_dir)), batches, repositories)
     _raise_errors(listed)
     t1 = time.perf_counter()
     pieces = list(_pieces(blocks, listed))
@@ -239,10 +239,6 @@ def _location(unit: Unit) -> str:
 
 
 # --- phase 1: list batches of repositories (tasks) --------------------------------
-
-
-def _repositories(batch: Sequence[plan.Listing]) -> str:
-    return named([listing.where for listing in batch], "repositories")
 
 
 @dataclass(frozen=True)

@@ -141,6 +141,18 @@ def named(names: Sequence[str], noun: str) -> str:
     return f"{len(names)} {noun}, {names[0]} ... {names[-1]}" if names else f"no {noun}"
 
 
+class Located(Protocol):
+    """A planning item that names its repository: a path or URL."""
+
+    @property
+    def location(self) -> str: ...
+
+
+def repositories(batch: Sequence[Located]) -> str:
+    """``named`` over a planning batch's repositories: ``PlanTasks.map``'s ``describe``."""
+    return named([item.location for item in batch], "repositories")
+
+
 def _no_parts(recipe: Recipe) -> list[Any]:
     return []
 

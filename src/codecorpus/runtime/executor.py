@@ -406,15 +406,12 @@ class Executor:
         from codecorpus.pipeline import tasks
 
         results: list[dict | None] = [None] * len(jobs)
-        waiting: deque[int] = deque()
         for i, job in enumerate(jobs):
             marker = tasks.read_marker(ctx, job.name)
             if marker is not None:
                 results[i] = marker["stats"]
-            else:
-                waiting.append(i)
+        waiting = heaviest_first(jobs, [i for i, result in enumerate(results) if result is None])
         skipped = len(jobs) - len(waiting)
-        waiting = heaviest_first(jobs, waiting)
         pending: dict[ray.ObjectRef, int] = {}
 
         def submit() -> None:

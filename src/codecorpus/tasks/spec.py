@@ -36,9 +36,9 @@ from codecorpus.pipeline.spec import (
     PlanTasks,
     StageRun,
     StageSpec,
-    named,
     plan_batches,
     plan_inline,
+    repositories,
 )
 from codecorpus.sft import task as sfttask
 from codecorpus.storage import mirror
@@ -106,15 +106,11 @@ def _source_parts(src: GitSource, cfg: CommitsConfig, plan_dir: Path, plan_tasks
     clones = iter(planner([f for f in found if git.is_url(f.location)]))
     t0 = time.perf_counter()
     batches = plan_batches(local, BATCH_REPOSITORIES)
-    planned = plan_tasks.map(f"plan-{src.name}", planner, batches, _repositories)
+    planned = plan_tasks.map(f"plan-{src.name}", planner, batches, repositories)
     in_tasks = iter([parts for batch in planned for parts in batch])
     log.info("commits: planned %d repositories of %s in planning tasks (%d) in %.1f s, %d to clone on the driver",
              len(local), src.name, len(batches), time.perf_counter() - t0, len(found) - len(local))
     return [part for f in found for part in next(clones if git.is_url(f.location) else in_tasks)]
-
-
-def _repositories(batch: Sequence[git.Found]) -> str:
-    return named([f.location for f in batch], "repositories")
 
 
 @dataclass(frozen=True)
