@@ -59,6 +59,43 @@ def test_a_run_prints_its_summary_and_leaves_no_ray_process(tmp_path):
         shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
+def test_a_recipe_invalid_beside_rays_start_fails_with_its_message_and_leaves_no_ray_process(tmp_path):
+    """The run command starts Ray before the recipe's models validate it (``runtime/launch.py``):
+    a recipe whose stage setting is wrong still fails with the key named and exit code 2."""
+    data = fixture_recipe(write_repos(tmp_path / "corpus"), name="bad", seed=1)
+    data["stages"]["filters"]["max_line_len"] = "long"  # planted: not an int
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump(data))
+    ray_tmp = Path(tempfile.mkdtemp(prefix="rx", dir="/tmp"))
+    try:
+        done = _codecorpus("run", str(recipe), "--out", str(tmp_path / "run"), "--workers", "1",
+                           env={**os.environ, "RAY_TMPDIR": str(ray_tmp)})  # fmt: skip
+        assert done.returncode == 2, done.stderr[-2000:]
+        assert "max_line_len" in done.stderr
+        assert list(ray_tmp.glob("ray/session_*")), "Ray was not started beside the recipe's validation"
+        deadline = time.monotonic() + 30
+        while (left := _processes_under(ray_tmp)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert left == []
+        assert not (tmp_path / "run").exists()  # nothing of the run was written
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+def test_the_run_command_reaches_rays_start_without_the_recipes_models_or_pyarrow():
+    """What the command imports before ``ray.init``: Ray, typer, rich and yaml, not the pydantic
+    models, pyarrow or numpy, which the plan thread imports beside Ray's start."""
+    script = (
+        "import sys\n"
+        "import codecorpus.cli, codecorpus.recipe_file, codecorpus.runtime.launch, codecorpus.runtime.session\n"
+        "print(sorted(m for m in ('pydantic', 'pyarrow', 'numpy', 'codecorpus.config', 'codecorpus.schema')"
+        " if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
+
+
 def _processes_under(directory: Path) -> list[str]:
     found = subprocess.run(["pgrep", "-af", str(directory)], capture_output=True, text=True)
     return [line for line in found.stdout.splitlines() if "pgrep" not in line]

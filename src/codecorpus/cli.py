@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from codecorpus import schema
-from codecorpus.config import RecipeError, load_recipe
-from codecorpus.preflight import check_recipe_inputs
+from codecorpus.recipe_file import RecipeError
 from codecorpus.runtime import name_local_ray_auth
+
+# Nothing heavier at the top (the recipe's models, pyarrow): ``run`` starts Ray before it imports them.
 
 if TYPE_CHECKING:
     from codecorpus.runtime.executor import RunResult
@@ -49,16 +49,35 @@ def run(
     """Run a pipeline recipe; rerunning the same command resumes it."""
     if ray_address is None:
         name_local_ray_auth()
-    from codecorpus.pipeline.pipelines import check_stages
-    from codecorpus.runtime.executor import PipelineError, start, stop_ray_in_background
+    from codecorpus.recipe_file import local_start_settings, read_recipe_file
+    from codecorpus.runtime.launch import start
+    from codecorpus.runtime.session import PipelineError, stop_ray_in_background
+
+    def prepare(data: dict) -> tuple:
+        from codecorpus.config import load_recipe
+        from codecorpus.pipeline.pipelines import check_stages
+        from codecorpus.preflight import check_recipe_inputs
+
+        cfg = load_recipe(recipe, set_ or [], data)
+        check_recipe_inputs(cfg)  # every named path exists
+        check_stages(cfg)  # every stage of the user's own imports and fits its contract
+        return cfg, _run_dir(out_dir or cfg.out)  # an S3 run dir before Ray starts: workers inherit the store
 
     try:
-        cfg = load_recipe(recipe, set_ or [])
-        check_recipe_inputs(cfg)  # every named path exists: fail in a second, not after Ray starts
-        check_stages(cfg)  # every stage of the user's own imports and fits its contract
-        run_dir = _run_dir(out_dir or cfg.out)  # before Ray starts: workers inherit the S3 store
+        data = read_recipe_file(recipe)
+        early = None if ray_address else local_start_settings(data, set_ or [])
+        if early is not None and (out_dir or early.out or "").startswith("s3://"):
+            early = None
         started = process_seconds()
-        executor = start(cfg, run_dir, workers, ray_address, console=console, quiet=quiet, only=only, until=until)
+        if early is not None:  # Ray's processes start at once; the recipe validates and plans beside them
+            executor = start(lambda: prepare(data), workers or early.cpus, console=console, quiet=quiet,
+                             only=only, until=until)
+        else:  # a joined cluster, an S3 run dir, or a recipe whose workers/out validation must see first
+            cfg, run_dir = prepare(data)
+            started = process_seconds()
+            executor = start(lambda: (cfg, run_dir), workers or cfg.workers, ray_address, console=console,
+                             quiet=quiet, only=only, until=until)
+        run_dir = executor.run.root
         result = executor.run_pipeline(only=only, until=until)
     except (RecipeError, PipelineError) as err:
         _fail(str(err))
@@ -96,6 +115,7 @@ def write_run_report(run_dir: Path, quiet: bool = False) -> float | None:
     """
     import time
 
+    from codecorpus import schema
     from codecorpus.reports import build
 
     t0 = time.perf_counter()
@@ -162,6 +182,7 @@ def _local_view(path: str) -> Path:
     """For verify/show of an S3 run: fetch its manifests and shards into the mirror first."""
     if not path.startswith("s3://"):
         return Path(path)
+    from codecorpus import schema
     from codecorpus.storage import mirror as store
 
     root = _run_dir(path)
@@ -216,6 +237,8 @@ def print_summary(result) -> None:
 def _set_totals(run_dir: Path) -> dict[str, dict]:
     """Each output set's totals as its manifest records them (tokens counted from the shards)."""
     import json
+
+    from codecorpus import schema
 
     path = schema.RunPaths(Path(run_dir)).manifest
     if not path.is_file():
@@ -293,6 +316,7 @@ def tokenizer_train(
 ) -> None:
     """Run the stages before tokenize, then train RUN/tokenizer/tokenizer.json on a deterministic sample."""
     name_local_ray_auth()
+    from codecorpus.config import load_recipe
     from codecorpus.runtime.executor import Executor, PipelineError, init_ray
     from codecorpus.tokenize.spec import run_tokenizer
 
@@ -336,6 +360,7 @@ def report(
     """Write RUN/report/: index.html (charts + tables, self-contained) and long-form Parquet/CSV tables."""
     import time
 
+    from codecorpus import schema
     from codecorpus.reports.build import write_report
     from codecorpus.storage import mirror as store
 
@@ -360,9 +385,9 @@ def main() -> None:
     except SystemExit as done:  # how click ends every command, a success included
         code = done.code
     finally:
-        executor = sys.modules.get("codecorpus.runtime.executor")
-        if executor is not None:
-            executor.stop_ray()
+        session = sys.modules.get("codecorpus.runtime.session")
+        if session is not None:
+            session.stop_ray()
     exit_now(code)
 
 

@@ -56,6 +56,7 @@ from codecorpus.mixing.config import MixConfig
 from codecorpus.model import Model, RecipeError, config_hash
 from codecorpus.packing.config import DEFAULT_SEQ_LEN, LongContextConfig, OutputSet, PackConfig
 from codecorpus.pipeline.config import USER_STAGE_ANCHORS, UserStageConfig, insert_user_stages
+from codecorpus.recipe_file import parse_override, read_recipe_file
 from codecorpus.sft.config import (
     SftDedupConfig,
     SftIngestConfig,
@@ -394,18 +395,6 @@ def _override_for(loc: tuple[str, ...], overrides: dict[tuple[str, ...], str]) -
     return None
 
 
-def parse_override(text: str) -> tuple[list[str], Any]:
-    """``stage.key=value`` -> (path, YAML-parsed value).
-
-    >>> parse_override("stages.filters.max_line_len=2000")
-    (['stages', 'filters', 'max_line_len'], 2000)
-    """
-    if "=" not in text:
-        raise RecipeError(f"--set {text!r}: expected KEY.PATH=VALUE, e.g. filters.max_line_len=2000")
-    key, _, raw = text.partition("=")
-    return key.strip().split("."), yaml.safe_load(raw) if raw.strip() else None
-
-
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Apply ``--set`` overrides. A first key that names a stage means ``stages.<stage>``."""
     for text in overrides:
@@ -443,16 +432,11 @@ def load_recipe_data(
         raise RecipeError(message) from None
 
 
-def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
+def load_recipe(path: str | Path, overrides: list[str] | None = None, data: dict[str, Any] | None = None) -> Recipe:
+    """The recipe at ``path``, ``--set`` overrides applied, validated. ``data`` is the file
+    as ``read_recipe_file`` read it already (the run command reads it before Ray starts)."""
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise RecipeError(f"no recipe at {path}: pass a YAML file such as pipelines/quickstart.yaml") from None
-    except yaml.YAMLError as err:
-        raise RecipeError(f"recipe {path} is not valid YAML: {err}") from None
-    if not isinstance(data, dict):
-        raise RecipeError(f"recipe {path} must be a YAML mapping with sources:, stages:, ...")
+    data = read_recipe_file(path) if data is None else data
     data = apply_overrides(data, overrides or [])
     _resolve_relative_paths(data, path.parent)
     return load_recipe_data(data, str(path), overrides)

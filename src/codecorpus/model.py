@@ -1,6 +1,8 @@
 """The base of every config model, the recipe error, and the hash that keys resumes.
 
-A leaf: it imports no part of codecorpus, so every part's config module can stand on it.
+A leaf: it imports no part of codecorpus but the recipe file's reader (``RecipeError`` is
+defined there, beside the YAML step of a recipe's load), so every part's config module
+can stand on it.
 """
 
 from __future__ import annotations
@@ -11,9 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-
-class RecipeError(ValueError):
-    """A recipe that cannot run; the message names the key and the fix."""
+from codecorpus.recipe_file import RecipeError
 
 
 class Model(BaseModel):
@@ -28,3 +28,6 @@ def config_hash(*parts: Any) -> str:
         h.update(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode())
         h.update(b"\x00")
     return h.hexdigest()
+
+
+__all__ = ["Model", "RecipeError", "config_hash"]

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from codecorpus.config import load_recipe_data
 from codecorpus.filters import decontam
-from codecorpus.runtime.executor import Executor, start
+from codecorpus.runtime.executor import Executor
+from codecorpus.runtime.launch import start
 from codecorpus.tokenize import tokenizer
 from codecorpus.tokenize.spec import run_tokenizer
 from conftest import fixture_recipe, write_repos
@@ -53,7 +54,7 @@ def test_start_prefetches_the_selected_stages_only(tmp_path, ray_local):
     recipe = _recipe(tmp_path)
     for (only, until), expected in (((None, None), {"filters"}), ((None, "langid"), set()),
                                     (("filters", None), {"filters"}), (("pack", None), set())):  # fmt: skip
-        ex = start(recipe, tmp_path / "run", quiet=True, only=only, until=until)
+        ex = start(lambda: (recipe, tmp_path / "run"), quiet=True, only=only, until=until)
         assert set(ex._prefetched) == expected, (only, until)
         _settle(ex)
 

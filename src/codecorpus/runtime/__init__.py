@@ -1,4 +1,4 @@
-"""The only package that imports ray: executor, shard IO, resume, stats, progress."""
+"""The only package that imports ray: the run's start (``launch``), its executor, resume, stats, progress."""
 
 from __future__ import annotations
 

@@ -9,7 +9,8 @@ skips jobs whose marker holds the stage's hash, and writes the stage's stats::
 
 Each stage has a hash chained from the hash before it, so a changed setting
 redoes that stage and every later one. The report is the CLI's business, after the
-run. This is the only module that imports ray.
+run. With ``session`` (this process's Ray) and ``launch`` (Ray's start beside the
+recipe's load and plan), the only modules that import ray.
 """
 
 from __future__ import annotations
@@ -17,12 +18,11 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
-import os
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,7 +43,13 @@ from codecorpus.config import STAGE_ORDER, Recipe, RecipeError, config_hash, rec
 from codecorpus.pipeline.pipelines import check_stages, enabled_specs, pipeline_of
 from codecorpus.pipeline.spec import MAP_KINDS, Job, StageSpec
 from codecorpus.runtime import memory
-from codecorpus.runtime.local_start import SOCKET_RETRY_ENV, lean_local_start
+from codecorpus.runtime.session import (
+    PipelineError,
+    in_thread,
+    init_ray,
+    stop_ray,
+    stop_ray_in_background,
+)
 from codecorpus.storage import mirror as store
 from codecorpus.storage.atomic import OutputWriteError, atomic_write_bytes, remove_stale_temps
 from codecorpus.storage.faults import checkpoint
@@ -53,21 +59,14 @@ if TYPE_CHECKING:
     from codecorpus.pipeline.tasks import TaskContext
 
 # codecorpus.pipeline.tasks (pyarrow.compute, numpy) is imported where it is used, once the run
-# runs: ``start`` imports it beside Ray's start (WARM_MODULES), not before it.
+# runs: ``launch.start`` imports it beside Ray's start (WARM_MODULES), not before it.
 
-DEFAULT_OBJECT_STORE_BYTES = 512 * 1024**2
-WORKER_NICENESS_ENV = "RAY_worker_niceness"
-"""Ray's setting (read when it starts workers) of its workers' nice value; set it to override."""
 TASK_RETRIES = 2
 """Retries of a failed task (a crashed worker, or an exception) before the run stops."""
 TASK_TIME = "_task_seconds"
 """The key under which a task's result carries its body's (wall, CPU) seconds back to the driver."""
 RUNTIME_KEYS = ("node", "memory", TASK_TIME)
 """What ``_remote`` adds to a task's stats dict: the runtime's, never an output's."""
-
-
-class PipelineError(RuntimeError):
-    """A task failed after its retries; the message names the stage, the shard and the error."""
 
 
 @dataclass
@@ -93,93 +92,6 @@ class RunResult:
     cpus: int = 1
 
 
-def init_ray(workers: int | None, address: str | None, object_store_bytes: int = DEFAULT_OBJECT_STORE_BYTES) -> None:
-    """Start (or join) Ray. Local runs bind to loopback only and start no dashboard.
-
-    An already-initialized Ray with the same CPU count is reused (tests run many
-    pipelines in one process); a different one is shut down first.
-    """
-    if ray.is_initialized():
-        if address or workers is None or int(ray.cluster_resources().get("CPU", 0)) == workers:
-            return
-        ray.shutdown()
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    # Ray starts workers at nice 15; they do all of a run's work, so they get the CPU a
-    # process of the user's normally gets (datatrove's and Megatron's workers run at 0)
-    os.environ.setdefault(WORKER_NICENESS_ENV, "0")
-    if address:
-        run_store = os.environ.get(store.STORE_ENV)  # workers on other nodes need the S3 run dir
-        env = {"env_vars": {store.STORE_ENV: run_store}} if run_store else None
-        try:
-            ray.init(address=address, log_to_driver=False, runtime_env=env)
-        except ConnectionError as err:
-            raise PipelineError(
-                f"cannot join the Ray cluster at {address}: {err}. Check that `ray start --head` runs there and, "
-                "when the cluster uses token authentication, that this process has its token (RAY_AUTH_TOKEN)"
-            ) from None
-        return
-    for key, value in SOCKET_RETRY_ENV.items():  # read by the raylet and workers this start spawns
-        os.environ.setdefault(key, value)
-    with lean_local_start():
-        ray.init(
-            address="local",  # always a private instance: never join a cluster found in /tmp/ray
-            num_cpus=workers or os.cpu_count() or 1,
-            object_store_memory=object_store_bytes,
-            include_dashboard=False,
-            _node_ip_address="127.0.0.1",
-            log_to_driver=False,
-        )
-
-
-def stop_ray() -> None:
-    """Stop (or leave) this process's Ray, if it runs."""
-    if ray.is_initialized():
-        ray.shutdown()
-
-
-def stop_ray_in_background() -> Future[None]:
-    """``stop_ray`` in a daemon thread, so the driver's own work after the last task (the report,
-    the summary) runs beside Ray's shutdown; the future is done once Ray is stopped."""
-    return _in_thread("codecorpus-ray-stop", stop_ray)
-
-
-def start(recipe: Recipe, run_dir: Path, workers: int | None = None, address: str | None = None,
-          console: Console | None = None, quiet: bool = False, only: str | None = None,
-          until: str | None = None) -> Executor:
-    """An executor whose plan is made while Ray starts, with Ray's workers warmed meanwhile.
-
-    Planning is a stat walk that needs no Ray, and Ray's start is mostly waiting on its
-    processes, so the two overlap; each worker then imports the task modules while
-    the plan finishes, and the selected stages' driver-side work starts in the background
-    after it (``Executor.prefetch``; ``only`` / ``until`` as ``run_pipeline`` takes them).
-    The plan is the same as ``Executor.plan`` alone makes. ``workers`` is the local Ray's
-    CPUs; on a joined cluster (``address``) it caps the run's tasks at once.
-    """
-    cap = (workers or recipe.workers) if address else None
-    executor = Executor(recipe, run_dir, console=console, quiet=quiet, max_tasks=cap)
-    executor.owns_ray = not ray.is_initialized()
-    modules = warm_modules(executor.specs.values())
-    executor.ray_ready.clear()
-
-    def plan() -> None:
-        executor.plan()
-        _import(modules)  # the driver builds the stages' jobs from these: imported here, beside Ray's start
-        executor.prefetch(select_stages(list(executor.specs), only, until))
-
-    with ThreadPoolExecutor(1, thread_name_prefix="codecorpus-plan") as pool:
-        planned = pool.submit(plan)
-        t0 = time.perf_counter()
-        try:
-            init_ray(workers or recipe.workers, address)
-        finally:
-            executor.ray_ready.set()  # a planning thread waiting on Ray goes on (and fails there if Ray did)
-        for _ in range(int(ray.cluster_resources().get("CPU", 1))):
-            _warm.remote(modules)
-        executor.ray_seconds = time.perf_counter() - t0
-        planned.result()
-    return executor
-
-
 WARM_MODULES = ("codecorpus.pipeline.tasks", "pyarrow.parquet")
 """The shared task kinds and the Parquet reader; each stage adds its own (``StageSpec.imports``)."""
 
@@ -189,7 +101,7 @@ def warm_modules(specs: Iterable[StageSpec]) -> list[str]:
     return list(dict.fromkeys([*WARM_MODULES, *(m for spec in specs for m in spec.imports())]))
 
 
-def _import(modules: Sequence[str]) -> None:
+def import_modules(modules: Sequence[str]) -> None:
     for module in modules:
         importlib.import_module(module)
 
@@ -197,7 +109,13 @@ def _import(modules: Sequence[str]) -> None:
 @ray.remote
 def _warm(modules: Sequence[str]) -> None:
     """Import what the run's tasks need, so a worker's first shard does not pay for it."""
-    _import(modules)
+    import_modules(modules)
+
+
+def warm_workers(modules: Sequence[str]) -> None:
+    """One ``_warm`` task per CPU of the cluster: each worker imports ``modules`` before its first task."""
+    for _ in range(int(ray.cluster_resources().get("CPU", 1))):
+        _warm.remote(modules)
 
 
 @ray.remote(max_retries=TASK_RETRIES, retry_exceptions=True, scheduling_strategy="SPREAD")  # as Ray Data reads
@@ -269,7 +187,7 @@ class Executor:
         for name in stages:
             spec = self.specs[name]
             if spec.prefetch is not None and name not in self._prefetched:
-                self._prefetched[name] = _in_thread(f"codecorpus-prefetch-{name}", spec.prefetch, self.recipe)
+                self._prefetched[name] = in_thread(f"codecorpus-prefetch-{name}", spec.prefetch, self.recipe)
 
     # --- the pipeline -------------------------------------------------------------
 
@@ -550,23 +468,6 @@ class _StageRun:
         self._ex.console.print(f"[yellow]{text}[/]", highlight=False)
 
 
-def _in_thread(name: str, fn: Callable[..., None], *args: Any) -> Future[None]:
-    """``fn(*args)`` in a new daemon thread; the future holds its outcome."""
-    future: Future[None] = Future()
-
-    def body() -> None:
-        future.set_running_or_notify_cancel()
-        try:
-            fn(*args)
-        except BaseException as err:  # handed to whoever waits on the future
-            future.set_exception(err)
-        else:
-            future.set_result(None)
-
-    threading.Thread(target=body, name=name, daemon=True).start()
-    return future
-
-
 def heaviest_first(jobs: Sequence[Job], waiting: Iterable[int]) -> deque[int]:
     """The order to start these jobs in: the heaviest first (``Job.weight``), ties in job order.
 
@@ -624,6 +525,6 @@ def select_stages(enabled: Sequence[str], only: str | None, until: str | None) -
 
 
 __all__ = [
-    "STAGE_ORDER", "Executor", "PipelineError", "init_ray", "pipeline_of", "select_stages", "stage_hashes", "start",
+    "STAGE_ORDER", "Executor", "PipelineError", "init_ray", "pipeline_of", "select_stages", "stage_hashes",
     "stop_ray", "stop_ray_in_background",
 ]
