@@ -31,7 +31,7 @@ def load(path: str) -> dict[str, Meta]:
     if not p.is_file():
         raise RecipeError(f"metadata side file {p} does not exist: fix the source's `metadata:` key")
     if p.suffix == ".parquet":
-        rows = pq.read_table(p).to_pylist()
+        rows = pq.ParquetFile(p).read().to_pylist()  # not read_table: no pyarrow.dataset import
     elif p.suffix == ".csv":
         with p.open(newline="", encoding="utf-8") as f:
             rows = list(csv.DictReader(f))

@@ -316,7 +316,8 @@ def write_segments(prefix: Path | str, table: pa.Table) -> FileInfo:
 
 def read_segments(prefix: Path | str) -> pa.Table:
     path = shard_file(prefix, "seg")
-    table = pq.read_table(path)
+    with pq.ParquetFile(path) as file:  # not read_table: no pyarrow.dataset import
+        table = file.read()
     if not table.schema.equals(schema.SEGMENT_SCHEMA):
         raise ShardFormatError(path, f"schema is {table.schema}, expected {schema.SEGMENT_SCHEMA}")
     return table

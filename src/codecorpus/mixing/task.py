@@ -16,7 +16,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 
 from codecorpus import schema
 from codecorpus.config import OutputSet, RecipeError
@@ -28,7 +27,7 @@ from codecorpus.pipeline.tasks import (
     write_marker,
 )
 from codecorpus.storage.atomic import atomic_write_bytes
-from codecorpus.storage.parquet import read_parquet, write_parquet
+from codecorpus.storage.parquet import parquet_schema, read_parquet, write_parquet
 
 PHASE = "mixscan"
 
@@ -41,9 +40,9 @@ def scan_task(ctx: TaskContext, out: OutputSet, seed: int, shard: int, in_stage:
     """Histogram one tokenized shard by the set's group key and document hash bin."""
     t0 = time.perf_counter()
     path = ctx.run.part(in_stage, shard)
-    mg.check_key_columns(out.mix, pq.read_schema(path).names, out.name)
+    mg.check_key_columns(out.mix, parquet_schema(path).names, out.name)
     columns = sorted({schema.ID, schema.NUM_TOKENS, *mg.key_columns(out.mix)})
-    table = pq.read_table(path, columns=columns)
+    table = read_parquet(path, columns)
     scanned = mg.scan_groups(table, out.mix, seed, out.name)
     write_parquet(ctx.run.work_part(ctx.stage, scan_phase(out.name), 0, shard), scanned)
     stats = {"rows": table.num_rows, "seconds": round(time.perf_counter() - t0, 4)}

@@ -30,13 +30,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 from pydantic import ValidationError
 
 from codecorpus import schema
 from codecorpus.config import FiltersConfig
 from codecorpus.filters import rules
 from codecorpus.storage import mirror as store
+from codecorpus.storage.parquet import parquet_schema, read_parquet_files
 
 if TYPE_CHECKING:
     from codecorpus.reports.tables import RunData
@@ -74,14 +74,14 @@ def _files(data: RunData, stage: str) -> list:
 def _read(files: list, columns: list[str]) -> pa.Table | None:
     if not files:
         return None
-    dataset = ds.dataset(files, format="parquet")
-    return dataset.to_table(columns=[c for c in columns if c in dataset.schema.names])
+    names = parquet_schema(files[0]).names
+    return read_parquet_files(files, [c for c in columns if c in names])
 
 
 def _drop_log(data: RunData) -> pa.Table | None:
     files = store.list_files(data.run.dropped_dir(FILTERS_STAGE), "*.parquet", fetch=True)
     cols = [schema.REASON, schema.LANG, schema.BYTES, schema.SCORE, schema.THRESHOLD]
-    return ds.dataset(files, format="parquet").to_table(columns=cols) if files else None
+    return read_parquet_files(files, cols) if files else None
 
 
 def _config(data: RunData) -> FiltersConfig | None:

@@ -19,12 +19,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import yaml
 
 from codecorpus import schema
 from codecorpus.reports import scores
 from codecorpus.storage import mirror as store
+from codecorpus.storage.parquet import parquet_schema, read_parquet_files
 
 
 @dataclass
@@ -118,7 +118,7 @@ def skipped_entries(data: RunData) -> pa.Table:
     for stage in data.stages:
         files = store.list_files(data.run.skipped_dir(stage), "*.parquet", fetch=True)
         if files:
-            t = ds.dataset(files, format="parquet").to_table(columns=[schema.REASON])
+            t = read_parquet_files(files, [schema.REASON])
             for r in t.group_by([schema.REASON]).aggregate([(schema.REASON, "count")]).to_pylist():
                 rows.append({"stage": stage, "reason": r[schema.REASON], "entries": r[f"{schema.REASON}_count"]})
         else:  # no log: the stats still count them
@@ -157,7 +157,7 @@ def drops(data: RunData) -> pa.Table:
     for stage in data.stages:
         files = store.list_files(data.run.dropped_dir(stage), "*.parquet", fetch=True)
         if files:
-            t = ds.dataset(files, format="parquet").to_table(columns=[schema.REASON, schema.LANG, schema.BYTES])
+            t = read_parquet_files(files, [schema.REASON, schema.LANG, schema.BYTES])
             g = t.group_by([schema.REASON, schema.LANG]).aggregate([(schema.BYTES, "count"), (schema.BYTES, "sum")])
             for r in g.to_pylist():
                 rows.append({"stage": stage, "reason": r[schema.REASON], "lang": r[schema.LANG],
@@ -190,15 +190,14 @@ def cluster_sizes(data: RunData) -> pa.Table:
     files = store.list_files(data.run.stage_dir(DEDUP_STAGE), "part-*.parquet", fetch=True)
     if not files:
         return _table([], CLUSTER_SCHEMA)
-    dataset = ds.dataset(files, format="parquet")
-    names = dataset.schema.names
+    names = parquet_schema(files[0]).names
     if "dup_cluster" in names and "dup_cluster_size" in names:
-        t = dataset.to_table(columns=["dup_cluster", "dup_cluster_size"])
+        t = read_parquet_files(files, ["dup_cluster", "dup_cluster_size"])
         t = t.group_by(["dup_cluster"]).aggregate([("dup_cluster_size", "max")])
         sizes = t.column("dup_cluster_size_max")
         kind = "near"
     elif schema.DUP_COUNT in names:
-        sizes = dataset.to_table(columns=[schema.DUP_COUNT]).column(schema.DUP_COUNT)
+        sizes = read_parquet_files(files, [schema.DUP_COUNT]).column(schema.DUP_COUNT)
         kind = "exact"
     else:
         return _table([], CLUSTER_SCHEMA)
@@ -220,7 +219,7 @@ def filter_tables(data: RunData) -> dict[str, pa.Table]:
 
 
 def _numeric_columns(part: Path) -> set[str]:
-    sch = ds.dataset(store.ensure_local(part), format="parquet").schema
+    sch = parquet_schema(part)
     return {f.name for f in sch if pa.types.is_integer(f.type) or pa.types.is_floating(f.type)}
 
 
@@ -228,7 +227,7 @@ def _column_values(stage_dir: Path, column: str) -> np.ndarray:
     files = store.list_files(stage_dir, "part-*.parquet", fetch=True)
     if not files:
         return np.zeros(0)
-    col = ds.dataset(files, format="parquet").to_table(columns=[column]).column(column)
+    col = read_parquet_files(files, [column]).column(column)
     return pc.drop_null(col).to_numpy().astype(np.float64)
 
 

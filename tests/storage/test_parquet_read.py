@@ -1,0 +1,48 @@
+"""Run files read back: the table as written, without importing pyarrow.dataset."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from codecorpus.storage.parquet import (
+    parquet_schema,
+    read_parquet,
+    read_parquet_files,
+    write_parquet,
+)
+
+
+def test_a_run_file_reads_back_as_read_table_reads_it(tmp_path):
+    table = pa.table({"id": pa.array(range(5000), pa.int64()), "text": [f"doc {i}" for i in range(5000)]})
+    path = tmp_path / "part-00000.parquet"
+    write_parquet(path, table)
+    assert read_parquet(path).equals(pq.read_table(path))
+    assert read_parquet(path).equals(table)
+    assert read_parquet(path, ["text"]).column_names == ["text"]
+    assert parquet_schema(path).names == ["id", "text"]
+
+
+def test_files_read_as_one_table_in_order_a_missing_column_null(tmp_path):
+    first, second = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    write_parquet(first, pa.table({"id": [1, 2], "lang": ["Python", "C"]}))
+    write_parquet(second, pa.table({"id": [3]}))
+    both = read_parquet_files([first, second])
+    assert both.column("id").to_pylist() == [1, 2, 3]
+    assert both.column("lang").to_pylist() == ["Python", "C", None]
+    with pytest.raises(ValueError, match="no files"):
+        read_parquet_files([])
+
+
+def test_reading_a_run_file_imports_no_pyarrow_dataset(tmp_path):
+    path = tmp_path / "part.parquet"
+    write_parquet(path, pa.table({"id": [1]}))
+    script = (f"import sys\nfrom pathlib import Path\nfrom codecorpus.storage.parquet import read_parquet\n"
+              f"read_parquet(Path({str(path)!r}))\nprint('pyarrow.dataset' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "False"
