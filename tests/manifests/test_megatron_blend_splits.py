@@ -340,7 +340,7 @@ def test_split_arithmetic_is_megatrons():
         for n in range(1, 1200):
             assert splits.elements_per_split(n, split) == megatron_elements(n, split), (split, n)
     assert [splits.min_elements(s) for s in splits.LAUNCH_SPLITS] == [51, 25, 501, 501, 1]
-    assert splits.SHARD_FLOOR == max(splits.min_elements(s) for s in splits.LAUNCH_SPLITS)
+    assert max(splits.min_elements(s) for s in splits.LAUNCH_SPLITS) == splits.SHARD_FLOOR
     assert splits.serves(50, "99,1,0") is False and splits.serves(51, "99,1,0") is True
 
 
