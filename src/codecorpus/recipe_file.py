@@ -60,12 +60,12 @@ def local_start_settings(data: dict[str, Any], overrides: list[str]) -> LocalSta
     """The recipe's top-level ``workers`` and ``out``, ``--set`` overrides applied as
     ``config.apply_overrides`` applies them; None when either is not what validation keeps
     as is (a plain int of at least 1, a string), so the caller validates first."""
-    values = {key: data.get(key) for key in ("workers", "out")}
+    values = {key: data[key] for key in ("workers", "out") if key in data}
     for text in overrides:
         path, value = parse_override(text)
-        if len(path) == 1 and path[0] in values:
+        if len(path) == 1 and path[0] in ("workers", "out"):
             values[path[0]] = value
-    cpus, out = values["workers"], values["out"]
-    if (cpus is not None and (type(cpus) is not int or cpus < 1)) or (out is not None and not isinstance(out, str)):
-        return None
-    return LocalStart(cpus, out)
+    cpus, out = values.get("workers"), values.get("out")
+    plain_cpus = cpus is None or (type(cpus) is int and cpus >= 1)  # ``workers: null`` is the model's default
+    plain_out = "out" not in values or isinstance(out, str)  # ``out: null`` is refused by validation
+    return LocalStart(cpus, out) if plain_cpus and plain_out else None

@@ -19,10 +19,11 @@ def test_the_settings_are_the_validated_recipes_overrides_included(tmp_path):
     validated = load_recipe(recipe, overrides, data)
     assert (validated.workers, validated.out) == (2, "s3://bucket/run")
     assert local_start_settings({}, []) == LocalStart(None, None)  # Recipe's defaults: all cores, a local out
+    assert local_start_settings({"workers": None}, []) == LocalStart(None, None)  # workers' default, said aloud
 
 
 @pytest.mark.parametrize("data", [{"workers": 0}, {"workers": "2"}, {"workers": True}, {"workers": 1.5},
-                                  {"out": 3}, {"out": ["runs/a"]}])  # fmt: skip
+                                  {"out": 3}, {"out": ["runs/a"]}, {"out": None}])  # fmt: skip
 def test_a_setting_validation_could_coerce_or_refuse_waits_for_validation(data):
     assert local_start_settings(data, []) is None
 

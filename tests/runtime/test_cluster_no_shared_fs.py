@@ -179,7 +179,7 @@ class ClusterRun:
 
 
 def _worker_on_each_node() -> None:
-    """Start this job's worker on both nodes before its tasks, as ``executor.start`` warms one per CPU.
+    """Start this job's worker on both nodes before its tasks, as ``launch.start`` warms one per CPU.
 
     Without it the head's worker is up first and Ray hands it the stage's queued tasks one after
     another (a granted lease is reused for tasks of the same shape), so the worker node may run none.

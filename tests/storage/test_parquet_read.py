@@ -38,6 +38,16 @@ def test_files_read_as_one_table_in_order_a_missing_column_null(tmp_path):
         read_parquet_files([])
 
 
+def test_files_whose_column_types_differ_read_as_the_wider_type(tmp_path):
+    narrow, wide = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    write_parquet(narrow, pa.table({"id": pa.array([1, 2], pa.int32())}))
+    write_parquet(wide, pa.table({"id": pa.array([2**40], pa.int64())}))
+    for order in ([narrow, wide], [wide, narrow]):
+        table = read_parquet_files(order)
+        assert table.schema.field("id").type == pa.int64()
+        assert sorted(table.column("id").to_pylist()) == [1, 2, 2**40]
+
+
 def test_reading_a_run_file_imports_no_pyarrow_dataset(tmp_path):
     path = tmp_path / "part.parquet"
     write_parquet(path, pa.table({"id": [1]}))

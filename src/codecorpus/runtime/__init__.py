@@ -11,9 +11,9 @@ def name_local_ray_auth() -> None:
 
     Ray (2.5x and later) gives a new local instance token authentication by default, with a WARNING
     at every start that suggests opting out. Naming the same mode keeps it and drops the warning.
-    Ray reads the variable when it is imported (this package's ``executor`` imports it), so a
-    process that has imported Ray already (a test calling the CLI) keeps Ray's own default. A
-    user's own ``RAY_AUTH_MODE`` wins, and older Rays ignore it.
+    Ray reads the variable when it is imported (this package's ``session`` and ``launch`` import
+    it), so a process that has imported Ray already (a test calling the CLI) keeps Ray's own
+    default. A user's own ``RAY_AUTH_MODE`` wins, and older Rays ignore it.
     """
     if "ray" not in sys.modules:
         os.environ.setdefault("RAY_AUTH_MODE", "token")

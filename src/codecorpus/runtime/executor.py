@@ -174,10 +174,11 @@ class Executor:
         self.ray_seconds = 0.0
         self._prefetched: dict[str, Future[None]] = {}
         self.ray_ready = threading.Event()
-        """Set once Ray runs: planning that needs tasks waits on it when it runs beside Ray's start."""
+        """Set once Ray's start has returned: planning that needs tasks waits on it when it runs
+        beside that start (``launch.start``)."""
         self.ray_ready.set()
         self.owns_ray = False
-        """Whether this executor's ``start`` started (or joined) Ray, rather than finding it running
+        """Whether ``launch.start`` started (or joined) Ray for this executor, rather than finding it running
         (a test session's): the CLI stops only a Ray its command started."""
 
     def prefetch(self, stages: Iterable[str]) -> None:
@@ -400,7 +401,9 @@ class _PlanTasks:
 
     def map(self, label: str, fn: Callable[[Any], Any], items: Sequence[Any],
             describe: Callable[[Any], str] | None = None) -> list[Any]:
-        self._ray_ready.wait()  # planning may run beside Ray's start (``start``)
+        self._ray_ready.wait()  # planning may run beside Ray's start (``launch.start``)
+        if not ray.is_initialized():  # its start failed: a task now would start a default Ray
+            raise PipelineError(f"planning {label} needs Ray, and Ray did not start")
         window = self._max_tasks or len(items) or 1
         in_flight: deque[ray.ObjectRef] = deque()
         results = []

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import ray
 
-from codecorpus.runtime.session import in_thread, init_ray
+from codecorpus.runtime.session import in_thread, init_ray, stop_ray
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -53,7 +53,8 @@ def start(prepare: Prepare, workers: int | None = None, address: str | None = No
     starts in the background after it (``Executor.prefetch``; ``only`` / ``until`` as
     ``run_pipeline`` takes them). ``workers`` is the local Ray's CPUs (None: all cores);
     on a joined cluster (``address``) it caps the run's tasks at once. An error of
-    ``prepare`` or of the plan is raised here, once Ray's start has returned.
+    ``prepare`` or of the plan is raised here, once Ray's start has returned, and stops
+    the Ray this call started.
     """
     owns_ray = not ray.is_initialized()
     ray_ready, specs_known = threading.Event(), threading.Event()
@@ -78,18 +79,26 @@ def start(prepare: Prepare, workers: int | None = None, address: str | None = No
     t0 = time.perf_counter()
     try:
         init_ray(workers, address)
+    except KeyboardInterrupt:
+        ray_ready.set()
+        raise  # at once: the plan thread is a daemon, the process does not wait for it
     except BaseException:
-        ray_ready.set()  # a plan waiting on Ray goes on, and fails there
+        ray_ready.set()  # a plan that needs tasks stops there: Ray is not running (``_PlanTasks``)
         planned.exception()
         raise
     ray_ready.set()
-    specs_known.wait()
-    if "executor" in made:
-        from codecorpus.runtime.executor import warm_workers
+    try:
+        specs_known.wait()
+        if "executor" in made:
+            from codecorpus.runtime.executor import warm_workers
 
-        warm_workers(made["modules"])
-    ray_seconds = time.perf_counter() - t0
-    planned.result()  # raises what the recipe's load or its plan raised
+            warm_workers(made["modules"])
+        ray_seconds = time.perf_counter() - t0
+        planned.result()  # raises what the recipe's load or its plan raised
+    except BaseException:
+        if owns_ray:  # a caller that gets no executor has no Ray to stop
+            stop_ray()
+        raise
     executor = made["executor"]
     executor.owns_ray, executor.ray_seconds = owns_ray, ray_seconds
     return executor

@@ -44,10 +44,11 @@ def read_parquet(path: Path, columns: Sequence[str] | None = None) -> pa.Table:
 
 
 def read_parquet_files(paths: Sequence[Path], columns: Sequence[str] | None = None) -> pa.Table:
-    """Run files of one kind as one table, in the order given; a column a file lacks is null there."""
+    """Run files of one kind as one table, in the order given; a column a file lacks is null there,
+    and a column whose type differs between files takes the wider type (int32 and int64: int64)."""
     if not paths:
         raise ValueError("read_parquet_files: no files to read")
-    return pa.concat_tables([read_parquet(p, columns) for p in paths], promote_options="default")
+    return pa.concat_tables([read_parquet(p, columns) for p in paths], promote_options="permissive")
 
 
 def parquet_schema(path: Path) -> pa.Schema:
