@@ -6,6 +6,7 @@ import io
 import os
 import subprocess
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -160,6 +161,17 @@ def run_outputs(run_dir: Path) -> dict[str, bytes]:
         files[rel.as_posix()] = p.read_bytes()
     return files
 
+
+def processes_left_under(directory: Path, seconds: float = 30) -> list[str]:
+    """The processes whose command line names ``directory`` (a Ray's ``RAY_TMPDIR``) once they
+    have had ``seconds`` to end: Ray's processes take their SIGTERM after the driver exits."""
+    deadline = time.monotonic() + seconds
+    while True:
+        found = subprocess.run(["pgrep", "-af", str(directory)], capture_output=True, text=True)
+        left = [line for line in found.stdout.splitlines() if "pgrep" not in line]
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.2)
 
 @pytest.fixture(scope="session")
 def ray_local():

@@ -8,12 +8,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import yaml
 
-from conftest import fixture_recipe, write_repos
+from conftest import fixture_recipe, processes_left_under, write_repos
 
 
 def _codecorpus(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -51,10 +50,7 @@ def test_a_run_prints_its_summary_and_leaves_no_ray_process(tmp_path):
         assert done.returncode == 0, done.stderr[-2000:]
         assert "codecorpus run:" in done.stdout  # the summary table, through a pipe, before the fast exit
         assert list(ray_tmp.glob("ray/session_*")), "the run's Ray did not start under RAY_TMPDIR"
-        deadline = time.monotonic() + 30
-        while (left := _processes_under(ray_tmp)) and time.monotonic() < deadline:
-            time.sleep(0.2)  # Ray's processes take their SIGTERM
-        assert left == []
+        assert processes_left_under(ray_tmp) == []
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
 
@@ -73,10 +69,7 @@ def test_a_recipe_invalid_beside_rays_start_fails_with_its_message_and_leaves_no
         assert done.returncode == 2, done.stderr[-2000:]
         assert "max_line_len" in done.stderr
         assert list(ray_tmp.glob("ray/session_*")), "Ray was not started beside the recipe's validation"
-        deadline = time.monotonic() + 30
-        while (left := _processes_under(ray_tmp)) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert left == []
+        assert processes_left_under(ray_tmp) == []
         assert not (tmp_path / "run").exists()  # nothing of the run was written
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
@@ -95,7 +88,3 @@ def test_the_run_command_reaches_rays_start_without_the_recipes_models_or_pyarro
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]"
 
-
-def _processes_under(directory: Path) -> list[str]:
-    found = subprocess.run(["pgrep", "-af", str(directory)], capture_output=True, text=True)
-    return [line for line in found.stdout.splitlines() if "pgrep" not in line]

@@ -8,12 +8,12 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from codecorpus.runtime import launch
+from conftest import processes_left_under
 
 
 def _python(script: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -41,10 +41,7 @@ def test_a_recipe_that_fails_to_load_stops_the_ray_its_start_started():
         assert done.returncode == 0, done.stderr[-2000:]
         assert done.stdout.splitlines() == ["raised: planted: the recipe is wrong", "ray initialized: False"]
         assert list(ray_tmp.glob("ray/session_*")), "Ray did not start beside the recipe's load"
-        deadline = time.monotonic() + 30
-        while (left := _processes_under(ray_tmp)) and time.monotonic() < deadline:
-            time.sleep(0.2)  # Ray's processes take their SIGTERM
-        assert left == []
+        assert processes_left_under(ray_tmp) == []
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
 
@@ -88,7 +85,3 @@ def test_planning_tasks_refuse_to_run_when_rays_start_failed():
     assert done.stdout.splitlines() == ["refused: planning listing needs Ray, and Ray did not start",
                                         "ray initialized: False"]
 
-
-def _processes_under(directory: Path) -> list[str]:
-    found = subprocess.run(["pgrep", "-af", str(directory)], capture_output=True, text=True)
-    return [line for line in found.stdout.splitlines() if "pgrep" not in line]
