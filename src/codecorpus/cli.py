@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -18,6 +19,8 @@ from codecorpus.runtime import name_local_ray_auth
 # Nothing heavier at the top (the recipe's models, pyarrow): ``run`` starts Ray before it imports them.
 
 if TYPE_CHECKING:
+    from codecorpus.config import Recipe
+    from codecorpus.recipe_file import LocalStart
     from codecorpus.runtime.executor import RunResult
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
@@ -49,11 +52,11 @@ def run(
     """Run a pipeline recipe; rerunning the same command resumes it."""
     if ray_address is None:
         name_local_ray_auth()
-    from codecorpus.recipe_file import local_start_settings, read_recipe_file
+    from codecorpus.recipe_file import read_recipe_file
     from codecorpus.runtime.launch import start
     from codecorpus.runtime.session import PipelineError, stop_ray_in_background
 
-    def prepare(data: dict) -> tuple:
+    def prepare(data: dict[str, Any]) -> tuple[Recipe, Path]:
         from codecorpus.config import load_recipe
         from codecorpus.pipeline.pipelines import check_stages
         from codecorpus.preflight import check_recipe_inputs
@@ -65,25 +68,20 @@ def run(
 
     try:
         data = read_recipe_file(recipe)
-        early = None if ray_address else local_start_settings(data, set_ or [])
-        if early is not None and (out_dir or early.out or "").startswith("s3://"):
-            early = None
-        started = process_seconds()
+        early = None if ray_address else _local_start(data, set_ or [], out_dir)
         if early is not None:  # Ray's processes start at once; the recipe validates and plans beside them
-            executor = start(lambda: prepare(data), workers or early.cpus, console=console, quiet=quiet,
-                             only=only, until=until)
+            prepared, cpus = functools.partial(prepare, data), workers or early.cpus
         else:  # a joined cluster, an S3 run dir, or a recipe whose workers/out validation must see first
             cfg, run_dir = prepare(data)
-            started = process_seconds()
-            executor = start(lambda: (cfg, run_dir), workers or cfg.workers, ray_address, console=console,
-                             quiet=quiet, only=only, until=until)
-        run_dir = executor.run.root
+            prepared, cpus = (lambda: (cfg, run_dir)), workers or cfg.workers
+        started = process_seconds()
+        executor = start(prepared, cpus, ray_address, console=console, quiet=quiet, only=only, until=until)
         result = executor.run_pipeline(only=only, until=until)
     except (RecipeError, PipelineError) as err:
         _fail(str(err))
     # the report reads files only: a Ray this command started stops meanwhile
     stopping = stop_ray_in_background() if executor.owns_ray else None
-    report_seconds = write_run_report(run_dir, quiet)
+    report_seconds = write_run_report(executor.run.root, quiet)
     print_summary(result)
     if not quiet:
         print_timing(result, started, report_seconds)
@@ -166,9 +164,24 @@ def print_timing(result: RunResult, started: float, report_seconds: float | None
         console.print(line, highlight=False, markup=False)
 
 
+def _local_start(data: dict[str, Any], overrides: list[str], out_dir: str | None) -> LocalStart | None:
+    """The recipe's settings for a local Ray started before the recipe validates; None when the
+    recipe must validate first: a run directory on S3 (Ray's workers inherit its store from the
+    driver) or a ``workers`` / ``out`` that is not a plain value (``recipe_file``)."""
+    from codecorpus.recipe_file import local_start_settings
+
+    early = local_start_settings(data, overrides)
+    return None if early is None or _on_s3(out_dir or early.out or "") else early
+
+
+def _on_s3(location: str) -> bool:
+    """Whether a run location names an S3 run directory (``storage/mirror.py`` checks its form)."""
+    return location.startswith("s3://")
+
+
 def _run_dir(location: str) -> Path:
     """A local run directory, or the local mirror of an S3 one (``storage/mirror.py``)."""
-    if location.startswith("s3://"):
+    if _on_s3(location):
         from codecorpus.storage import mirror as store
 
         try:
@@ -180,7 +193,7 @@ def _run_dir(location: str) -> Path:
 
 def _local_view(path: str) -> Path:
     """For verify/show of an S3 run: fetch its manifests and shards into the mirror first."""
-    if not path.startswith("s3://"):
+    if not _on_s3(path):
         return Path(path)
     from codecorpus import schema
     from codecorpus.storage import mirror as store
