@@ -3,9 +3,18 @@ after the start, and a Ray whose private APIs differ falls back to its own waits
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from codecorpus.runtime import local_start
+from conftest import processes_left_under
 
 
 def test_the_patched_ray_internals_exist_in_the_installed_ray():
@@ -20,6 +29,19 @@ def test_the_patched_ray_internals_exist_in_the_installed_ray():
     assert callable(state.GlobalState.node_table) and callable(state.GlobalState.disconnect)
     assert callable(utils.get_dashboard_dependency_error)
     assert "poll_interval_ms" in (node.wait_for_persisted_port.__doc__ or str(inspect.signature(node.wait_for_persisted_port)))
+    assert next(iter(inspect.signature(services._build_python_executable_command_memory_profileable).parameters)) == "component"
+
+
+def test_the_agents_names_and_port_files_exist_in_the_installed_ray():
+    """What the agents' start in the background writes and wraps (``background_agents``, ``niced_agents``)."""
+    from ray import _raylet
+    from ray._private import ray_constants
+
+    assert {ray_constants.PROCESS_TYPE_DASHBOARD_AGENT, ray_constants.PROCESS_TYPE_RUNTIME_ENV_AGENT} == local_start.AGENT_COMPONENTS
+    assert callable(_raylet.persist_port) and callable(_raylet.get_port_filename)
+    for name in ("RUNTIME_ENV_AGENT_PORT_NAME", "METRICS_AGENT_PORT_NAME", "METRICS_EXPORT_PORT_NAME",
+                 "DASHBOARD_AGENT_LISTEN_PORT_NAME"):
+        assert isinstance(getattr(_raylet, name), str)
 
 
 def test_ray_internals_are_restored_after_the_start():
@@ -120,3 +142,100 @@ def test_the_top_level_imports_of_a_module():
 
     tree = ast.parse("import a.b\nimport c as d\nfrom e.f import g\nfrom . import h\nfrom .i import j\n")
     assert local_start._top_level_imports(tree) == {"a", "c", "e"}
+
+
+def test_only_the_agents_commands_are_niced():
+    def build(component: str, session_dir: str, unbuffered: bool = True) -> list[str]:
+        return ["python", "-u"] if unbuffered else ["python"]
+
+    command = local_start.niced_agents(build)
+    for agent in sorted(local_start.AGENT_COMPONENTS):
+        cmd = command(agent, "/tmp/session")
+        assert cmd[1:3] == ["-n", str(local_start.AGENT_NICENESS)] and cmd[0].endswith("nice") and cmd[3:] == ["python", "-u"]
+    assert command("dashboard", "/tmp/session", unbuffered=False) == ["python"]
+    assert command("log_monitor", "/tmp/session") == ["python", "-u"]
+
+
+def test_the_agents_port_files_are_written_as_a_minimal_install_writes_them(tmp_path):
+    from types import SimpleNamespace
+
+    from ray import _raylet
+
+    node_id = "ab" * 28
+    params = SimpleNamespace(runtime_env_agent_port=None)
+    local_start.background_agents(SimpleNamespace(_ray_params=params, _session_dir=str(tmp_path), _node_id=node_id))
+    assert isinstance(params.runtime_env_agent_port, int) and params.runtime_env_agent_port > 0
+
+    def written(name: str) -> int:
+        return int((tmp_path / _raylet.get_port_filename(node_id, name)).read_text())
+
+    assert written(_raylet.RUNTIME_ENV_AGENT_PORT_NAME) == params.runtime_env_agent_port
+    assert [written(name) for name in (_raylet.METRICS_AGENT_PORT_NAME, _raylet.METRICS_EXPORT_PORT_NAME,
+                                       _raylet.DASHBOARD_AGENT_LISTEN_PORT_NAME)] == [-1, -1, -1]
+
+    params.runtime_env_agent_port = 40123  # a port set by the caller is kept
+    local_start.background_agents(SimpleNamespace(_ray_params=params, _session_dir=str(tmp_path), _node_id=node_id))
+    assert written(_raylet.RUNTIME_ENV_AGENT_PORT_NAME) == 40123
+
+
+def test_agents_that_serve_metrics_keep_rays_own_start(monkeypatch: pytest.MonkeyPatch):
+    """Where the dashboard's dependencies are installed its agent picks and serves its ports: the
+    raylet must wait for them, so nothing is written ahead and no agent is niced."""
+    from ray._private import services, utils
+
+    monkeypatch.setattr(local_start, "dashboard_dependency_error", lambda imported: lambda: None)
+    assert local_start._agents_serve_nothing(utils) is False
+    before = services._build_python_executable_command_memory_profileable
+    with local_start.lean_local_start():
+        assert services._build_python_executable_command_memory_profileable is before
+
+
+AGENTS_PROBE = """
+import json, os, ray
+from codecorpus.runtime.session import init_ray
+
+init_ray(1, None)
+session = ray._private.worker._global_node.get_session_dir_path()
+agents = {}
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        cmdline = open(f"/proc/{pid}/cmdline", "rb").read().decode()
+        title = open(f"/proc/{pid}/comm").read().strip()
+    except OSError:
+        continue
+    for script, name in (("dashboard/agent.py", "dashboard"), ("runtime_env/agent/main.py", "runtime_env")):
+        if script in cmdline and session in cmdline:
+            agents[name] = os.getpriority(os.PRIO_PROCESS, int(pid))
+
+@ray.remote
+def env_var():
+    return os.environ.get("CODECORPUS_PROBE")
+
+plain = ray.get(env_var.remote())
+with_env = ray.get(env_var.options(runtime_env={"env_vars": {"CODECORPUS_PROBE": "set"}}).remote())
+ray.shutdown()
+print(json.dumps({"agents": agents, "driver": os.getpriority(os.PRIO_PROCESS, 0), "plain": plain,
+                  "with_env": with_env, "session": session}))
+"""
+
+
+def test_a_minimal_installs_agents_run_niced_and_still_serve_a_runtime_env():
+    """A real start: both agents run at ``AGENT_NICENESS`` above the driver's nice value, a task
+    runs, a task with a runtime env gets it from the niced runtime-env agent, and nothing is
+    left of the Ray after its shutdown."""
+    from ray._private import utils
+
+    if not local_start._agents_serve_nothing(utils):
+        pytest.skip("the dashboard's dependencies are installed: its agent serves metrics and starts as Ray starts it")
+    ray_tmp = Path(tempfile.mkdtemp(prefix="rn", dir="/tmp"))  # short: Ray's socket paths have a length limit
+    try:
+        out = subprocess.run([sys.executable, "-c", AGENTS_PROBE], capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "RAY_TMPDIR": str(ray_tmp)})
+        assert out.returncode == 0, out.stderr[-3000:]
+        probe = json.loads(out.stdout.splitlines()[-1])
+        niced = min(probe["driver"] + local_start.AGENT_NICENESS, 19)
+        assert probe["agents"] == {"dashboard": niced, "runtime_env": niced}
+        assert probe["plain"] is None and probe["with_env"] == "set"
+        assert processes_left_under(ray_tmp) == []
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)

@@ -13,6 +13,8 @@ import ast
 import contextlib
 import functools
 import importlib.util
+import shutil
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -31,6 +33,12 @@ NODE_POLL_SECONDS = 0.01
 """How often a starting local Ray's driver asks the GCS whether its raylet has registered."""
 NODE_WAIT_SECONDS = 30.0
 """How long it asks before leaving the wait to Ray's own (``Node``'s ``raylet_start_wait_time_s``)."""
+
+AGENT_NICENESS = 19
+"""The nice value a minimal install's two agents start at: they serve a local run nothing it
+waits for, so they take the CPU the run leaves."""
+AGENT_COMPONENTS = frozenset({"dashboard_agent", "runtime_env_agent"})
+"""Ray's names of the raylet's two agent processes (``ray_constants.PROCESS_TYPE_*_AGENT``)."""
 
 _START_PATCH_LOCK = threading.Lock()
 """Held while Ray's start is patched (one ``ray.init`` at a time)."""
@@ -57,10 +65,20 @@ def lean_local_start() -> Iterator[None]:
       Lost: the dashboard URL and the APIs it serves (job submission, ``ray list``).
 
     Alone each of the first two is within the noise at start (the monitor's shutdown
-    saving is not); together the three save ~3 s. Not done: writing the agents' port
-    files ahead so the raylet registers without waiting ~2 s for its dashboard and
-    runtime-env agents. It measured slower (6.1 s), since the workers then start while
-    the two agents still import Ray on the same two cores.
+    saving is not); together the three save ~3 s.
+
+    The raylet's two agents, where the install is minimal (``ray`` without ``ray[default]``,
+    as codecorpus depends on it): the raylet registers only once each agent has written
+    its ports to a file, and each is a Python process importing Ray (0.4-0.6 s of CPU).
+    A minimal dashboard agent loads no module and writes -1 for its three ports; the
+    runtime-env agent serves only tasks with a runtime env, which a local run has none of.
+    So ``background_agents`` writes those four files before the raylet starts (the
+    runtime-env agent's port chosen ahead and passed to it, as Ray chose it before it had
+    port files) and ``niced_agents`` starts both agents at nice ``AGENT_NICENESS``. The
+    workers start at once instead of after the agents, and the agents import on the CPU the
+    run leaves. Writing the files without the nice measured slower, since the workers then
+    start while the two agents import on the same two cores. Where the dashboard's
+    dependencies are installed, its agent serves metrics and both are left as Ray starts them.
 
     The waits, each on the way to the raylet's registration, which everything after waits on:
 
@@ -86,9 +104,14 @@ def lean_local_start() -> Iterator[None]:
         yield
         return
 
+    agent_command = getattr(ray_services, "_build_python_executable_command_memory_profileable", None)
+    background = callable(agent_command) and _agents_serve_nothing(ray_utils)
+
     def start_head_processes(self: ray_node.Node) -> None:
         self._ray_params.no_monitor = True
         self._ray_params.include_log_monitor = False  # read after this, in start_ray_processes
+        if background:  # before start_ray_processes starts the raylet
+            background_agents(self)
         originals["start_head_processes"](self)
 
     def start_api_server(self: ray_node.Node, *args: object, **kwargs: object) -> None:
@@ -102,6 +125,8 @@ def lean_local_start() -> Iterator[None]:
         original = getattr(module, name, None)
         if callable(original):
             patches.append((module, name, wrap(original)))
+    if background:
+        patches.append((ray_services, "_build_python_executable_command_memory_profileable", niced_agents(agent_command)))
     with _START_PATCH_LOCK:
         saved = [(owner, name, owner.__dict__[name]) for owner, name, _ in patches]
         for owner, name, fn in patches:
@@ -111,6 +136,61 @@ def lean_local_start() -> Iterator[None]:
         finally:
             for owner, name, fn in saved:
                 setattr(owner, name, fn)
+
+
+def _agents_serve_nothing(ray_utils: object) -> bool:
+    """Whether this install's agents serve a local run nothing it waits for (a minimal install),
+    and this Ray and machine have what ``background_agents`` and ``niced_agents`` use."""
+    try:
+        from ray import _raylet
+    except ImportError:
+        return False
+    names = ("persist_port", "RUNTIME_ENV_AGENT_PORT_NAME", "METRICS_AGENT_PORT_NAME",
+             "METRICS_EXPORT_PORT_NAME", "DASHBOARD_AGENT_LISTEN_PORT_NAME")
+    check = getattr(ray_utils, "get_dashboard_dependency_error", None)
+    if not callable(check) or not all(hasattr(_raylet, name) for name in names) or shutil.which("nice") is None:
+        return False
+    return dashboard_dependency_error(check)() is not None
+
+
+def background_agents(node: object) -> None:
+    """Write the four port files a starting raylet waits on, as a minimal install's agents write them.
+
+    The dashboard agent's three ports are -1 (no metrics, no HTTP server). The runtime-env
+    agent's is a port free now, passed to the agent (``RayParams.runtime_env_agent_port``),
+    which binds it with ``SO_REUSEADDR`` and writes the same number again once it is up.
+    """
+    from ray import _raylet
+
+    params, session_dir, node_id = node._ray_params, node._session_dir, node._node_id  # type: ignore[attr-defined]
+    if not params.runtime_env_agent_port:
+        params.runtime_env_agent_port = free_port()
+    _raylet.persist_port(session_dir, node_id, _raylet.RUNTIME_ENV_AGENT_PORT_NAME, params.runtime_env_agent_port)
+    for name in (_raylet.METRICS_AGENT_PORT_NAME, _raylet.METRICS_EXPORT_PORT_NAME,
+                 _raylet.DASHBOARD_AGENT_LISTEN_PORT_NAME):
+        _raylet.persist_port(session_dir, node_id, name, -1)
+
+
+def free_port() -> int:
+    """A TCP port no socket of this machine listens on now (on any address)."""
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        return sock.getsockname()[1]
+
+
+def niced_agents(build: Callable[..., list[str]]) -> Callable[..., list[str]]:
+    """Ray's builder of a component's Python command, with ``nice -n AGENT_NICENESS`` before an agent's.
+
+    The raylet runs the agents' commands itself; ``nice`` executes the interpreter in its own
+    process, so the raylet still watches the agent's pid.
+    """
+    nice = shutil.which("nice") or "nice"
+
+    def command(component: str, *args: object, **kwargs: object) -> list[str]:
+        cmd = build(component, *args, **kwargs)
+        return [nice, "-n", str(AGENT_NICENESS), *cmd] if component in AGENT_COMPONENTS else cmd
+
+    return command
 
 
 def _prompt_port_wait(wait_for_persisted_port: Callable[..., int]) -> Callable[..., int]:
