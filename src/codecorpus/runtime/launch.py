@@ -1,8 +1,9 @@
 """A run's start: Ray's processes first, the recipe's load and plan beside them.
 
-A local Ray's start is a chain the driver can only wait on: the GCS, the raylet, its two
-agents (the raylet registers once its dashboard agent is up), the driver's connection,
-then one worker per CPU, each importing Ray and the task modules. Every Python process
+A local Ray's start is a chain the driver can only wait on: the GCS, the raylet (which
+registers once its two agents' port files exist: ``local_start`` writes them ahead where
+the agents serve a local run nothing), the driver's connection, then one worker per CPU,
+each importing Ray and the task modules. Every Python process
 of it imports Ray (0.45 s of CPU here); the driver's own imports (the recipe's pydantic
 models, pyarrow, the stages) and its plan take about as long again, and are off that
 chain. So the run command imports this module, which imports Ray and nothing heavier of
