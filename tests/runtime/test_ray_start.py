@@ -191,21 +191,32 @@ def test_agents_that_serve_metrics_keep_rays_own_start(monkeypatch: pytest.Monke
 
 
 AGENTS_PROBE = """
-import json, os, ray
+import json, os, time, ray
 from codecorpus.runtime.session import init_ray
 
 init_ray(1, None)
 session = ray._private.worker._global_node.get_session_dir_path()
-agents = {}
-for pid in filter(str.isdigit, os.listdir("/proc")):
-    try:
-        cmdline = open(f"/proc/{pid}/cmdline", "rb").read().decode()
-        title = open(f"/proc/{pid}/comm").read().strip()
-    except OSError:
-        continue
-    for script, name in (("dashboard/agent.py", "dashboard"), ("runtime_env/agent/main.py", "runtime_env")):
-        if script in cmdline and session in cmdline:
-            agents[name] = os.getpriority(os.PRIO_PROCESS, int(pid))
+
+
+def agents_now():
+    # each agent's nice value once its process runs Python: the raylet no longer waits for the
+    # agents, so one may not be started yet, or its nice may not have executed the interpreter yet
+    agents = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = open(f"/proc/{pid}/cmdline", "rb").read().decode()
+            title = open(f"/proc/{pid}/comm").read().strip()
+        except OSError:
+            continue
+        for script, name in (("dashboard/agent.py", "dashboard"), ("runtime_env/agent/main.py", "runtime_env")):
+            if script in cmdline and session in cmdline and title != "nice":
+                agents[name] = os.getpriority(os.PRIO_PROCESS, int(pid))
+    return agents
+
+
+deadline = time.monotonic() + 30
+while len(agents := agents_now()) < 2 and time.monotonic() < deadline:
+    time.sleep(0.05)
 
 @ray.remote
 def env_var():
