@@ -25,14 +25,6 @@ t_import = time.perf_counter() - t_import
 patches = set(spec.get("patch", []))
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 if patches & {"nomon", "nologmon"}:
     base = ray._private.parameter.RayParams
 
@@ -53,24 +45,20 @@ if "noapi" in patches:
 if patches & {"prewrite", "prewrite-dash"}:
     # the raylet blocks until its agents write their ports to files; a minimal install's
     # dashboard agent writes -1 (no metrics, no http), so write those before it starts
-    from ray._raylet import (
-        DASHBOARD_AGENT_LISTEN_PORT_NAME,
-        METRICS_AGENT_PORT_NAME,
-        METRICS_EXPORT_PORT_NAME,
-        RUNTIME_ENV_AGENT_PORT_NAME,
-        persist_port,
-    )
+    # (prewrite-dash), or all four as the tuned start does, without its nice (prewrite)
+    from ray._raylet import persist_port
+
+    from codecorpus.runtime.local_start import DASHBOARD_AGENT_PORTS, background_agents
 
     orig_start_raylet = ray._private.node.Node.start_raylet
 
     def _start_raylet(self, *args, **kwargs):
         if ray._private.utils.get_dashboard_dependency_error() is not None:
-            for name in (METRICS_AGENT_PORT_NAME, METRICS_EXPORT_PORT_NAME, DASHBOARD_AGENT_LISTEN_PORT_NAME):
-                persist_port(self._session_dir, self._node_id, name, -1)
             if "prewrite" in patches:
-                self._ray_params.runtime_env_agent_port = _free_port()
-                persist_port(self._session_dir, self._node_id, RUNTIME_ENV_AGENT_PORT_NAME,
-                             self._ray_params.runtime_env_agent_port)
+                background_agents(self)
+            else:
+                for name in DASHBOARD_AGENT_PORTS:
+                    persist_port(self._session_dir, self._node_id, getattr(ray._raylet, name), -1)
         return orig_start_raylet(self, *args, **kwargs)
 
     ray._private.node.Node.start_raylet = _start_raylet

@@ -39,6 +39,8 @@ AGENT_NICENESS = 19
 waits for, so they take the CPU the run leaves."""
 AGENT_COMPONENTS = frozenset({"dashboard_agent", "runtime_env_agent"})
 """Ray's names of the raylet's two agent processes (``ray_constants.PROCESS_TYPE_*_AGENT``)."""
+DASHBOARD_AGENT_PORTS = ("METRICS_AGENT_PORT_NAME", "METRICS_EXPORT_PORT_NAME", "DASHBOARD_AGENT_LISTEN_PORT_NAME")
+"""``ray._raylet``'s names of the three ports a dashboard agent writes to files (-1 each in a minimal install)."""
 
 _START_PATCH_LOCK = threading.Lock()
 """Held while Ray's start is patched (one ``ray.init`` at a time)."""
@@ -145,8 +147,7 @@ def _agents_serve_nothing(ray_utils: object) -> bool:
         from ray import _raylet
     except ImportError:
         return False
-    names = ("persist_port", "RUNTIME_ENV_AGENT_PORT_NAME", "METRICS_AGENT_PORT_NAME",
-             "METRICS_EXPORT_PORT_NAME", "DASHBOARD_AGENT_LISTEN_PORT_NAME")
+    names = ("persist_port", "RUNTIME_ENV_AGENT_PORT_NAME", *DASHBOARD_AGENT_PORTS)
     check = getattr(ray_utils, "get_dashboard_dependency_error", None)
     if not callable(check) or not all(hasattr(_raylet, name) for name in names) or shutil.which("nice") is None:
         return False
@@ -166,9 +167,8 @@ def background_agents(node: object) -> None:
     if not params.runtime_env_agent_port:
         params.runtime_env_agent_port = free_port()
     _raylet.persist_port(session_dir, node_id, _raylet.RUNTIME_ENV_AGENT_PORT_NAME, params.runtime_env_agent_port)
-    for name in (_raylet.METRICS_AGENT_PORT_NAME, _raylet.METRICS_EXPORT_PORT_NAME,
-                 _raylet.DASHBOARD_AGENT_LISTEN_PORT_NAME):
-        _raylet.persist_port(session_dir, node_id, name, -1)
+    for name in DASHBOARD_AGENT_PORTS:
+        _raylet.persist_port(session_dir, node_id, getattr(_raylet, name), -1)
 
 
 def free_port() -> int:
