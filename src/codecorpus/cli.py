@@ -376,7 +376,9 @@ def report(
     from codecorpus import schema
     from codecorpus.reports.build import write_report
     from codecorpus.storage import mirror as store
+    from codecorpus.storage.pandas_probe import answer_pandas_probe
 
+    answer_pandas_probe()  # the report converts no pandas object: pyarrow need not import it
     run_dir = _run_dir(location)  # an S3 run is read from its bucket, the report published to it
     for path, named in ((run_dir, location), (compare, compare)):
         if path is not None and not store.exists(schema.RunPaths(path).recipe):

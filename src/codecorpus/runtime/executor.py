@@ -54,6 +54,7 @@ from codecorpus.storage import mirror as store
 from codecorpus.storage.atomic import OutputWriteError, atomic_write_bytes, remove_stale_temps
 from codecorpus.storage.faults import checkpoint
 from codecorpus.storage.mirror import ensure_local
+from codecorpus.storage.pandas_probe import answer_pandas_probe
 
 if TYPE_CHECKING:
     from codecorpus.pipeline.tasks import TaskContext
@@ -109,6 +110,7 @@ def import_modules(modules: Sequence[str]) -> None:
 @ray.remote
 def _warm(modules: Sequence[str]) -> None:
     """Import what the run's tasks need, so a worker's first shard does not pay for it."""
+    answer_pandas_probe()
     import_modules(modules)
 
 
@@ -121,6 +123,7 @@ def warm_workers(modules: Sequence[str]) -> None:
 @ray.remote(max_retries=TASK_RETRIES, retry_exceptions=True, scheduling_strategy="SPREAD")  # as Ray Data reads
 def _remote(point: str, fn: Callable[..., Any], *args: Any) -> Any:
     checkpoint(f"task:{point}")
+    answer_pandas_probe()  # a worker no ``_warm`` reached: once, before the task's first conversion
     rss_before = memory.start_task()
     t0, cpu0 = time.perf_counter(), time.process_time()
     result = fn(*args)

@@ -64,7 +64,9 @@ def start(prepare: Prepare, workers: int | None = None, address: str | None = No
     def plan() -> None:
         try:
             from codecorpus.runtime import executor as runner
+            from codecorpus.storage.pandas_probe import answer_pandas_probe
 
+            answer_pandas_probe()  # the driver's conversions (plan, stats, the report) import no pandas
             recipe, run_dir = prepare()
             executor = runner.Executor(recipe, run_dir, console=console, quiet=quiet,
                                        max_tasks=workers if address else None)
