@@ -195,6 +195,29 @@ def test_a_process_starts_with_the_library_then_builds_the_engine() -> None:
     assert builds == [1] and tok.encoder.chosen == "fastokens" and tok.encoder.checked
 
 
+def test_a_shard_past_the_threshold_builds_the_engine_before_its_first_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A shard the library would encode 2M characters of before the engine takes over gets the
+    engine at once; a small shard stays with the library. The ids are the library's either way."""
+    real = load_tokenizer(TokenizerConfig(builtin="gpt2")).encoder.engine()[1]
+    builds = []
+    tok = _with_encoder(lambda: builds.append(1) or real)
+    monkeypatch.setattr(stage, "load_tokenizer", lambda _cfg: tok)
+    cfg = TokenizeConfig(batch_size=4)
+    small = pa.table({"text": pa.array(stdlib_files(5), pa.large_string())})
+    stage.run(small, cfg, TokenizerConfig(builtin="gpt2"))
+    assert not builds and tok.encoder.chosen is None
+    line = "x = 1\n"
+    big_texts = [line * (LIBRARY_FIRST_CHARS // len(line) // 8 + 1)] * 8
+    big = pa.table({"text": pa.array(big_texts, pa.large_string())})
+    out = stage.run(big, cfg, TokenizerConfig(builtin="gpt2")).table
+    assert builds == [1] and tok.encoder.chosen == "fastokens"
+    assert tok.encoder.library_chars == sum(map(len, small.column("text").to_pylist()))  # not one of big's
+    eos = tok.eos_id
+    assert out.column("tokens").to_pylist() == [[*ids, eos] for ids in tok.encoder.reference(big_texts)]
+
+
 def test_the_stage_checks_each_shard(monkeypatch: pytest.MonkeyPatch) -> None:
     real = load_tokenizer(TokenizerConfig(builtin="gpt2")).encoder.engine()[1]
     tok = _with_encoder(lambda: _off_by_one_except_on({PROBE, ""}, real))

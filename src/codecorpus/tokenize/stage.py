@@ -34,6 +34,7 @@ def run(table: pa.Table, cfg: TokenizeConfig, tokenizer_cfg: TokenizerConfig) ->
     """
     tokenizer = load_tokenizer(tokenizer_cfg)
     texts = table.column(schema.TEXT)
+    tokenizer.expect(pc.sum(pc.utf8_length(texts)).as_py() or 0)
     first = pc.index(pc.not_equal(texts, ""), True).as_py()
     if first >= 0:
         tokenizer.check(texts[first].as_py())

@@ -142,6 +142,10 @@ class Tokenizer:
         """What encodes at scale: ``fastokens``, or the library itself (``tiktoken`` / ``tokenizers``)."""
         return self.encoder.engine()[0]
 
+    def expect(self, chars: int) -> None:
+        """Say that this process is about to encode ``chars`` characters (:meth:`Encoder.expect`)."""
+        self.encoder.expect(chars)
+
     def encode_flat(self, texts: list[str]) -> FlatIds:
         """Token ids of ``texts`` as one flat buffer and offsets; special-token text encodes as plain text.
 
@@ -411,6 +415,14 @@ class Encoder:
         if self._chosen is None:
             self._chosen = self._choose()
         return self._chosen
+
+    def expect(self, chars: int) -> None:
+        """Choose the engine now if the library would pass :data:`LIBRARY_FIRST_CHARS` within the
+        ``chars`` this process is about to encode: a shard that large would build the engine
+        part way through anyway, after encoding up to 2M characters at the library's speed
+        (0.3 s for GPT-2 here, against 0.03 s for fastokens)."""
+        if self._chosen is None and self.library_chars + chars >= LIBRARY_FIRST_CHARS:
+            self.engine()
 
     def for_batch(self, texts: list[str]) -> tuple[str, Callable[[list[str]], FlatIds]]:
         """(name, flat encoder) for a batch: the library until the process has encoded
