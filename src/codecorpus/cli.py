@@ -7,6 +7,7 @@ import functools
 import logging
 import os
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -80,16 +81,18 @@ def run(
     except (RecipeError, PipelineError) as err:
         _fail(str(err))
     # the report reads files only: a Ray this command started stops meanwhile
+    finished = time.perf_counter()
     stopping = stop_ray_in_background() if executor.owns_ray else None
     report_seconds = write_run_report(executor.run.root, quiet)
     print_summary(result)
+    if stopping is not None:
+        stopping.result()
+    result.end_seconds, ended = time.perf_counter() - finished, process_seconds()
     if not quiet:
-        print_timing(result, started, report_seconds)
+        print_timing(result, started, ended, report_seconds)
     resumed = resume_line(result)
     if resumed:
         console.print(resumed, highlight=False)
-    if stopping is not None:
-        stopping.result()
 
 
 def resume_line(result) -> str | None:
@@ -111,8 +114,6 @@ def write_run_report(run_dir: Path, quiet: bool = False) -> float | None:
 
     Returns the seconds it took, or None when it failed.
     """
-    import time
-
     from codecorpus import schema
     from codecorpus.reports import build
 
@@ -141,25 +142,31 @@ def process_seconds() -> float:
     return max(uptime - start_ticks / os.sysconf("SC_CLK_TCK"), 0.0)
 
 
-def print_timing(result: RunResult, started: float, report_seconds: float | None) -> None:
-    """Where the wall time went: start-up, each stage's task seconds and share outside tasks, the report.
+def print_timing(result: RunResult, started: float, ended: float, report_seconds: float | None) -> None:
+    """Where the wall time went, from the process's start to ``ended`` (seconds since it started).
 
+    Start-up is everything before the first stage begins: the interpreter and imports
+    (``started``), Ray's start, and what the driver still had to do after it (the recipe's
+    plan and the stages' modules run beside Ray's start; a run waits for the later of the two).
     A stage's share outside tasks is its wall time less its task seconds spread over the
-    run's CPUs (scheduling, barriers waiting on the last task, reading results).
+    run's CPUs (scheduling, barriers waiting on the last task, reading results); the end is
+    the report and the summary beside Ray's stop. The parts add up to the wall time less the task seconds
+    over the CPUs, as ``bench/e2e_vs_datatrove.py`` measures it from outside.
     """
     cpus = max(result.cpus, 1)
-    lines = [f"time on {cpus} CPUs: start {started:.1f} s, Ray {result.ray_seconds:.1f} s "
-             f"(planning {result.plan_seconds:.1f} s beside it); per stage:"]
-    stages_outside = 0.0
+    began = max(ended - result.seconds - result.end_seconds, 0.0)  # the pipeline's start, since the process's
+    lines = [f"time on {cpus} CPUs: start-up {began:.1f} s (imports {started:.1f}, Ray {result.ray_seconds:.1f}, "
+             f"planning {result.plan_seconds:.1f} beside it); per stage:"]
+    stages_outside = max(result.seconds - sum(st.seconds for st in result.stages), 0.0)  # between stages
     for st in result.stages:
         outside = max(st.seconds - st.task_seconds / cpus, 0.0)
         stages_outside += outside
         share = outside / st.seconds if st.seconds > 0 else 0.0
         lines.append(f"  {st.name:<14}{st.seconds:7.1f} s wall{st.task_seconds:8.1f} task-s{st.cpu_seconds:7.1f} CPU-s"
                      f"{share:6.0%} outside")
-    total_outside = started + result.ray_seconds + stages_outside + (report_seconds or 0.0)
-    lines.append(f"  outside tasks: {total_outside:.1f} s (start-up {started + result.ray_seconds:.1f}, "
-                 f"stages {stages_outside:.1f}, report {report_seconds or 0.0:.1f})")
+    total_outside = began + stages_outside + result.end_seconds
+    lines.append(f"  outside tasks: {total_outside:.1f} s (start-up {began:.1f}, stages {stages_outside:.1f}, "
+                 f"end {result.end_seconds:.1f}: report {report_seconds or 0.0:.1f} and summary beside Ray's stop)")
     for line in lines:
         console.print(line, highlight=False, markup=False)
 
@@ -371,8 +378,6 @@ def report(
     compare: Annotated[Path | None, typer.Option("--compare", help="another run: write report/compare.html")] = None,
 ) -> None:
     """Write RUN/report/: index.html (charts + tables, self-contained) and long-form Parquet/CSV tables."""
-    import time
-
     from codecorpus import schema
     from codecorpus.reports.build import write_report
     from codecorpus.storage import mirror as store

@@ -91,6 +91,8 @@ class RunResult:
     plan_seconds: float = 0.0
     ray_seconds: float = 0.0
     cpus: int = 1
+    end_seconds: float = 0.0
+    """After the last stage: the report and Ray's stop beside it (the CLI's, once it has waited for both)."""
 
 
 WARM_MODULES = ("codecorpus.pipeline.tasks", "pyarrow.parquet")
