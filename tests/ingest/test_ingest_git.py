@@ -117,3 +117,19 @@ def test_git_readers_run_as_batch_work_and_restore_the_policy():
         assert int(subprocess.run(child, capture_output=True, check=True).stdout) == os.SCHED_BATCH
     assert os.sched_getscheduler(0) == before
     assert int(subprocess.run(child, capture_output=True, check=True).stdout) == before
+
+
+def test_replace_refs_do_not_change_what_a_revision_reads(repo: Path):
+    """``git replace`` makes git show other objects in place of the recorded ones; a corpus row must
+    hold the bytes of the commit its ``revision`` names, so replacements are ignored."""
+    head = _git(repo, "rev-parse", "HEAD").strip()
+    blob = _git(repo, "rev-parse", "HEAD:main.py").strip()
+    forged = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=repo, input="print('forged')\n",
+                            capture_output=True, text=True, check=True).stdout.strip()
+    _git(repo, "replace", blob, forged)
+    assert _git(repo, "cat-file", "-p", blob) == "print('forged')\n"  # what git shows by default
+    src = GitSource(type="git", name="g", path=str(repo))
+    shards = plan_shards([src], IngestConfig(max_file_bytes=4000))
+    rows = pa.concat_tables([read_shard(s, IngestConfig(max_file_bytes=4000)).table for s in shards]).to_pylist()
+    main = next(r for r in rows if r["path"] == "main.py")
+    assert (main["text"], main["revision"]) == (MAIN_PY, head)

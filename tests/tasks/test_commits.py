@@ -364,3 +364,15 @@ def test_own_history_read_as_a_real_repository(tmp_path):
         added = sum(int(line.split("\t")[0]) for line in numstat if not line.startswith("-"))
         assert row[C.LINES_ADDED] == added
         assert len(row[C.FILES]) == len(numstat)
+
+
+def test_a_grafted_history_is_walked_as_its_commits_record_it(project, project_repo, tmp_path):
+    """``git replace --graft`` cuts a history short for git's own commands; the walk ignores it."""
+    table, dropped, _ = read_all(project_repo, CommitsConfig())
+    clone = copy_repo(project.path, tmp_path / "grafted")
+    subprocess.run(["git", "replace", "--graft", "HEAD~1"], cwd=clone, check=True, capture_output=True)
+    assert subprocess.run(["git", "rev-list", "--count", "HEAD"], cwd=clone, capture_output=True,
+                          text=True, check=True).stdout.strip() == "2"  # what git shows by default
+    grafted, grafted_dropped, _ = read_all(Repository("fixture", "acme/proj", str(clone / ".git")), CommitsConfig())
+    assert grafted.column(C.SHA).to_pylist() == table.column(C.SHA).to_pylist()
+    assert grafted_dropped.num_rows == dropped.num_rows

@@ -42,11 +42,14 @@ from codecorpus.config import GitSource, IngestConfig, RecipeError, git_list_ent
 from codecorpus.ingest import exclusions, license
 from codecorpus.ingest.refs import FileRef
 
-GIT_ENV = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C", "GIT_FLUSH": "0"}
+GIT_ENV = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C", "GIT_FLUSH": "0",
+           "GIT_NO_REPLACE_OBJECTS": "1"}
 """The environment of every git this package and the commits source run: no prompt, no system
-config, byte-exact C locale, and output written in large writes (``GIT_FLUSH=0``: into a pipe,
+config, byte-exact C locale, output written in large writes (``GIT_FLUSH=0``: into a pipe,
 ``git log`` and ``rev-list`` otherwise flush after every commit, a write each; that was about
-a sixth of git log's time on a history of small commits)."""
+a sixth of git log's time on a history of small commits), and the objects a commit names,
+never the ones ``git replace`` puts in their place (a row's ``revision`` then vouches for its
+bytes, and a history is walked as its commits record it)."""
 PLAN_THREADS = min(8, 2 * (os.cpu_count() or 1))
 """Repositories planned at once: each is a few short git processes, mostly waiting on disk."""
 REPOSITORY_PATH = "."
