@@ -133,3 +133,18 @@ def test_replace_refs_do_not_change_what_a_revision_reads(repo: Path):
     rows = pa.concat_tables([read_shard(s, IngestConfig(max_file_bytes=4000)).table for s in shards]).to_pylist()
     main = next(r for r in rows if r["path"] == "main.py")
     assert (main["text"], main["revision"]) == (MAIN_PY, head)
+
+
+def test_a_repository_gone_before_the_read_drops_its_files_with_that_reason(repo: Path, tmp_path: Path):
+    """A git directory the plan named but the reading node lacks: each file one drop, counts conserved."""
+    src = GitSource(type="git", name="g", path=str(repo))
+    shards = plan_shards([src], IngestConfig(max_file_bytes=4000))
+    repo.rename(tmp_path / "moved")
+    results = [read_shard(s, IngestConfig(max_file_bytes=4000)) for s in shards]
+    assert sum(r.table.num_rows for r in results) == 0
+    to_read = {r.path for s in shards for r in s if r.skip is None}
+    assert {"main.py", "LICENSE", ".gitmodules"} <= to_read
+    missing = {d["path"] for r in results for d in r.dropped.to_pylist() if d["reason"] == "missing_repository"}
+    assert missing == to_read  # every file the plan left to read, and only those
+    planned = sum(len(s) for s in shards)
+    assert sum(r.dropped.num_rows + r.skipped.num_rows for r in results) == planned

@@ -22,7 +22,10 @@ already planned: a linked worktree, a list naming a repository twice),
 ``symlink`` and ``unreadable`` (a folder entry not followed). A source that is
 one repository fails with a RecipeError instead: it has nothing else to read.
 A blob git cannot inflate (a corrupt pack) is found only when it is read: that
-file is a ``corrupt_object`` drop and the repository's other files are read.
+file is a ``corrupt_object`` drop and the repository's other files are read. A git
+directory that is gone when the read task runs (removed since planning, or a URL's
+clone that lives on another node of a cluster without a shared file system) makes each
+of its files a ``missing_repository`` drop.
 """
 
 from __future__ import annotations
@@ -520,11 +523,13 @@ def _submodule_urls(entries: list, blobs: dict[str, bytes | str]) -> dict[str, s
 
 def cat_blobs(gitdir: str, shas: list[str]) -> dict[str, bytes | str]:
     """{sha: bytes} from ``git cat-file --batch``; else a drop reason: ``missing``, ``not_a_blob``,
-    ``corrupt_object``.
+    ``corrupt_object``, or ``missing_repository`` for every sha when ``gitdir`` is not there.
 
     git ends the batch at an object it cannot inflate (a corrupt pack): that object
     is ``corrupt_object`` and a new batch goes on with the objects after it.
     """
+    if not os.path.isdir(gitdir):  # not on this node: a URL's clone made on another node, or removed since
+        return dict.fromkeys(shas, "missing_repository")
     blobs: dict[str, bytes | str] = {}
     pending = list(shas)
     with batch_scheduling():
