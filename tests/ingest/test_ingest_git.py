@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -148,3 +149,21 @@ def test_a_repository_gone_before_the_read_drops_its_files_with_that_reason(repo
     assert missing == to_read  # every file the plan left to read, and only those
     planned = sum(len(s) for s in shards)
     assert sum(r.dropped.num_rows + r.skipped.num_rows for r in results) == planned
+
+
+def test_a_node_without_the_planners_clone_of_a_url_clones_it_and_reads_the_same_bytes(repo: Path, tmp_path: Path):
+    """On a cluster whose nodes share no file system, the planner's clone of a URL lives on the
+    planning node alone: a read task elsewhere clones the URL itself, at the path the plan named."""
+    cache, url = tmp_path / "cache", f"file://{repo}"
+    listing = tmp_path / "repos.txt"
+    listing.write_text(f"{url}\n")
+    cfg = IngestConfig(max_file_bytes=4000)
+    for path in (url, str(listing)):  # a lone repository, and one of a list
+        shards = plan_shards([GitSource(type="git", name="g", path=path, cache_dir=str(cache))], cfg)
+        refs = [r for s in shards for r in s if r.skip is None]
+        assert {r.abspath for r in refs} == {url} and len({r.container for r in refs}) == 1
+        planned_here = [read_shard(s, cfg).table.to_pylist() for s in shards]
+        shutil.rmtree(cache)  # another node: its cache folder holds no clone
+        assert [read_shard(s, cfg).table.to_pylist() for s in shards] == planned_here
+        assert {"main.py", "LICENSE"} <= {r["path"] for rows in planned_here for r in rows}
+        shutil.rmtree(cache)

@@ -6,6 +6,7 @@ import datetime as dt
 import hashlib
 import io
 import os
+import shutil
 import subprocess
 import tempfile
 from collections import Counter
@@ -376,3 +377,20 @@ def test_a_grafted_history_is_walked_as_its_commits_record_it(project, project_r
     grafted, grafted_dropped, _ = read_all(Repository("fixture", "acme/proj", str(clone / ".git")), CommitsConfig())
     assert grafted.column(C.SHA).to_pylist() == table.column(C.SHA).to_pylist()
     assert grafted_dropped.num_rows == dropped.num_rows
+
+
+def test_a_slice_read_where_the_planners_clone_is_missing_clones_its_url(project, tmp_path):
+    """On a cluster whose nodes share no file system, the driver's clone of a URL is on the driver:
+    a slice read on another node clones the URL there, at the path the plan named."""
+    from codecorpus.ingest.git import clone_at
+
+    url, clone = f"file://{project.path}", tmp_path / "cache" / "proj.git"
+    clone.parent.mkdir()
+    repo = Repository("fixture", "acme/proj", clone_at(url, clone), url)
+    cfg = CommitsConfig()
+    slices = plan_slices([repo], cfg, plan_dir=str(tmp_path / "plan"))
+    here = [read_slice_table(sl, cfg).table for sl in slices]
+    shutil.rmtree(tmp_path / "cache")  # another node
+    elsewhere = [read_slice_table(sl, cfg).table for sl in slices]
+    assert [t.to_pylist() for t in elsewhere] == [t.to_pylist() for t in here]
+    assert sum(t.num_rows for t in here) > 0

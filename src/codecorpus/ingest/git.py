@@ -142,8 +142,6 @@ def _is_repository_root(d: Path) -> bool:
 def _clone(url: str, src: GitSource) -> str:
     """A bare clone of ``url`` in the source's ``cache_dir`` (made once, atomically, reused after)."""
     cache = Path(os.path.expanduser(src.cache_dir)) / hashlib.sha256(url.encode()).hexdigest()[:20]
-    if (cache / "HEAD").exists():
-        return str(cache)
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -151,7 +149,15 @@ def _clone(url: str, src: GitSource) -> str:
             f"sources[{src.name}].cache_dir: cannot create {cache.parent} ({err.strerror}); "
             "set cache_dir to a writable folder"
         ) from None
-    tmp = cache.with_name(f"{cache.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+    return clone_at(url, cache)
+
+
+def clone_at(url: str, gitdir: Path) -> str:
+    """A bare clone of ``url`` at ``gitdir`` (whose folder exists), unless one is there: made under a
+    temporary name and renamed, so a clone another process (a planner, a read task) finished first wins."""
+    if (gitdir / "HEAD").exists():
+        return str(gitdir)
+    tmp = gitdir.with_name(f"{gitdir.name}.tmp-{os.getpid()}-{threading.get_ident()}")
     proc = subprocess.run(
         ["git", "clone", "--bare", "--quiet", url, str(tmp)], capture_output=True, env=GIT_ENV, check=False,
     )
@@ -159,12 +165,23 @@ def _clone(url: str, src: GitSource) -> str:
         shutil.rmtree(tmp, ignore_errors=True)
         raise UnreadableRepository("bad_repository", f"cannot clone {url}: {proc.stderr.decode(errors='replace').strip()}")
     try:
-        os.rename(tmp, cache)
-    except OSError:  # another planner cloned it first
+        os.rename(tmp, gitdir)
+    except OSError:  # another process cloned it first
         shutil.rmtree(tmp, ignore_errors=True)
-        if not (cache / "HEAD").exists():
+        if not (gitdir / "HEAD").exists():
             raise
-    return str(cache)
+    return str(gitdir)
+
+
+def clone_here(url: str, gitdir: str) -> None:
+    """The planner's clone of ``url`` at ``gitdir``, on this node too: on a cluster whose nodes share
+    no file system the planner's clone is on its node alone. Objects are read by the ids the plan
+    recorded, so a clone made now gives the same bytes while the remote still holds the planned
+    revision; where none can be made, ``gitdir`` stays missing and its reader says so
+    (``missing_repository`` files, a ``bad_repository`` walk)."""
+    with contextlib.suppress(OSError, UnreadableRepository):
+        os.makedirs(os.path.dirname(gitdir), exist_ok=True)
+        clone_at(url, Path(gitdir))
 
 
 def resolve_gitdir(src: GitSource) -> str:
@@ -199,7 +216,7 @@ def plan(src: GitSource, cfg: IngestConfig) -> list[FileRef]:
     """Every entry of every repository of the source, sorted by (repository, path)."""
     form = source_form(src)
     if form == "repository":
-        return plan_repository(src, cfg, repo_name(src), resolve_gitdir(src))
+        return plan_repository(src, cfg, repo_name(src), resolve_gitdir(src), url_of(src.path))
     with ThreadPoolExecutor(PLAN_THREADS) as pool:
         planned = list(pool.map(lambda f: _plan_found(src, cfg, f), _found(src, form)))
     return [ref for refs in _without_duplicates(src, planned) for ref in refs]
@@ -226,7 +243,7 @@ class GitListing:
 
     def plan(self, cfg: IngestConfig) -> Planned:
         if self.found is None:
-            return Planned(self.name, plan_repository(self.src, cfg, self.name, self.gitdir))
+            return Planned(self.name, plan_repository(self.src, cfg, self.name, self.gitdir, url_of(self.src.path)))
         return _plan_found(self.src, cfg, self.found)
 
     def duplicate_drop(self, keeper: str) -> FileRef:
@@ -258,8 +275,15 @@ def _found(src: GitSource, form: str) -> list[Found]:
     return found
 
 
-def plan_repository(src: GitSource, cfg: IngestConfig, name: str, gitdir: str) -> list[FileRef]:
-    """One planned entry per tree entry of the repository at ``src.revision``."""
+def url_of(location: str) -> str:
+    """``location`` when it is a URL git clones, else ''."""
+    return location if is_url(location) else ""
+
+
+def plan_repository(src: GitSource, cfg: IngestConfig, name: str, gitdir: str, url: str = "") -> list[FileRef]:
+    """One planned entry per tree entry of the repository at ``src.revision``; ``url``, the URL
+    ``gitdir`` is a clone of, goes into each entry's ``abspath`` so a node without the clone
+    makes its own (``read.py``)."""
     sha = _resolve_revision(src, gitdir)
     entries = list(ls_tree(gitdir, sha))
     blobs = cat_blobs(gitdir, _plan_blob_ids(entries, want_license=not src.license))
@@ -282,7 +306,7 @@ def plan_repository(src: GitSource, cfg: IngestConfig, name: str, gitdir: str) -
                 skip = "too_large"
         refs.append(
             FileRef(
-                src.name, name, path, "", size if kind == "blob" else 0, sha, spdx, skip,
+                src.name, name, path, url, size if kind == "blob" else 0, sha, spdx, skip,
                 store="git", container=gitdir, key=obj, license_method=method,
                 meta=src.metadata or "", detail=detail,
             )
@@ -331,7 +355,7 @@ def _plan_found(src: GitSource, cfg: IngestConfig, found: Found) -> Planned:
         if found.problem is not None:
             raise UnreadableRepository(*found.problem)
         gitdir, store = _open(found.location, src)
-        refs = plan_repository(src, cfg, found.name, gitdir)
+        refs = plan_repository(src, cfg, found.name, gitdir, url_of(found.location))
         return Planned(found.name, refs, store, os.path.realpath(gitdir) == store)
     except UnreadableRepository as err:
         return Planned(found.name, [_repository_drop(src, found.name, err.reason, err.detail, gitdir)])

@@ -102,10 +102,16 @@ def _prefetch_git(refs: list[FileRef]) -> dict[tuple[str, str], bytes | str]:
     from codecorpus.ingest import git
 
     by_repo: dict[str, list[str]] = defaultdict(list)
+    urls: dict[str, str] = {}
     for r in refs:
         by_repo[r.container].append(r.key)
+        if r.abspath:  # the URL the planner cloned ``container`` from
+            urls[r.container] = r.abspath
     blobs: dict[tuple[str, str], bytes | str] = {}
     for gitdir, shas in sorted(by_repo.items()):
+        if gitdir in urls:
+            git.clone_here(urls[gitdir], gitdir)
         for sha, data in git.cat_blobs(gitdir, shas).items():
             blobs[(gitdir, sha)] = data
     return blobs
+

@@ -60,7 +60,7 @@ import pyarrow as pa
 
 from codecorpus import schema
 from codecorpus.ingest import exclusions, license
-from codecorpus.ingest.git import batch_scheduling
+from codecorpus.ingest.git import batch_scheduling, clone_here
 from codecorpus.langid import languages
 from codecorpus.stage import MapResult
 from codecorpus.storage import mirror
@@ -90,6 +90,9 @@ class Repository:
     source: str
     repo: str
     gitdir: str
+    url: str = ""
+    """The URL ``gitdir`` is a clone of ('' for a local repository): a slice read on a node without
+    the planner's clone makes its own there (``git.clone_here``)."""
 
 
 @dataclass(frozen=True)
@@ -372,6 +375,8 @@ def read_slice(sl: CommitSlice, cfg: CommitsConfig) -> Iterator[MapResult]:
     the rest read from the list, one git log per failure. A slice of a listed walk is read
     from its lines of the plan's walk file from the start.
     """
+    if sl.repository.url:
+        clone_here(sl.repository.url, sl.repository.gitdir)
     with batch_scheduling(), gitlog.ObjectReader(sl.repository.gitdir) as objects:  # the order: git inherits it
         state = _Slice(sl, cfg, objects)
         state.counters["commits"] = sl.count

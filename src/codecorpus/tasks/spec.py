@@ -90,10 +90,11 @@ def _source_parts(src: GitSource, cfg: CommitsConfig, plan_dir: Path, plan_tasks
     The repositories of a folder or list are found on the driver, and planned there when they
     are few; else in planning tasks (each repository's ``rev-parse`` and ``rev-list``: a few
     ms of git each, which on a folder of 10,000 repositories would keep the driver a minute).
-    Repositories to be cloned from URLs are planned on the driver, whose clone cache the
-    slices read. The parts are in the order of the source's repositories either way."""
+    Repositories to be cloned from URLs are planned on the driver, which clones them; a slice
+    read on another node clones its URL there (``Repository.url``). The parts are in the order
+    of the source's repositories either way."""
     if git.source_form(src) == "repository":
-        repo = Repository(src.name, git.repo_name(src), git.resolve_gitdir(src))
+        repo = Repository(src.name, git.repo_name(src), git.resolve_gitdir(src), git.url_of(src.path))
         try:
             return list(plan_slices([repo], cfg, src.revision, plan_dir))
         except GitError as err:
@@ -130,8 +131,8 @@ class _PlanRepositories:
                 continue
             try:
                 gitdir = git.resolve_gitdir(self.src.model_copy(update={"path": f.location, "repo": None}))
-                out.append(plan_slices([Repository(self.src.name, f.name, gitdir)], self.cfg, self.src.revision,
-                                       self.plan_dir))  # fmt: skip
+                repo = Repository(self.src.name, f.name, gitdir, git.url_of(f.location))
+                out.append(plan_slices([repo], self.cfg, self.src.revision, self.plan_dir))
             except (RecipeError, GitError) as err:
                 out.append([ttask.RepositoryProblem(repo, "bad_repository", str(err))])
         return out
