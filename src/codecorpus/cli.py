@@ -155,8 +155,8 @@ def print_timing(result: RunResult, started: float, ended: float, report_seconds
     """
     cpus = max(result.cpus, 1)
     began = max(ended - result.seconds - result.end_seconds, 0.0)  # the pipeline's start, since the process's
-    lines = [f"time on {cpus} CPUs: start-up {began:.1f} s (imports {started:.1f}, Ray {result.ray_seconds:.1f}, "
-             f"planning {result.plan_seconds:.1f} beside it); per stage:"]
+    lines = [f"time on {cpus} CPUs, start-up {began:.1f} s (imports {started:.1f}, Ray {result.ray_seconds:.1f}, "
+             f"plan {result.plan_seconds:.1f} beside it):"]
     stages_outside = max(result.seconds - sum(st.seconds for st in result.stages), 0.0)  # between stages
     for st in result.stages:
         outside = max(st.seconds - st.task_seconds / cpus, 0.0)
@@ -166,7 +166,7 @@ def print_timing(result: RunResult, started: float, ended: float, report_seconds
                      f"{share:6.0%} outside")
     total_outside = began + stages_outside + result.end_seconds
     lines.append(f"  outside tasks: {total_outside:.1f} s (start-up {began:.1f}, stages {stages_outside:.1f}, "
-                 f"end {result.end_seconds:.1f}: report {report_seconds or 0.0:.1f} and summary beside Ray's stop)")
+                 f"end {result.end_seconds:.1f} with the report {report_seconds or 0.0:.1f})")
     for line in lines:
         console.print(line, highlight=False, markup=False)
 

@@ -41,7 +41,7 @@ def test_run_prints_where_the_time_went(tmp_path, ray_local):
     res = CliRunner().invoke(app, ["run", str(recipe), "--out", str(tmp_path / "run"), "--workers", "2"])
     assert res.exit_code == 0, res.output
     text = " ".join(res.output.split())
-    assert "time on 2 CPUs: start-up" in text and "planning" in text
+    assert "time on 2 CPUs, start-up" in text and "plan" in text
     stages = [json.loads(p.read_text())["stage"] for p in sorted((tmp_path / "run").glob("*/_stats.json"))]
     measured = []
     for stage in stages:
@@ -52,13 +52,13 @@ def test_run_prints_where_the_time_went(tmp_path, ray_local):
         measured.append((wall, task_s))
     # printed to 0.1 s: a stage of this tiny corpus can round to 0.0 on a fast, idle machine
     assert sum(w for w, _ in measured) > 0 and sum(t for _, t in measured) > 0
-    outside = re.search(r"outside tasks: ([\d.]+) s \(start-up ([\d.]+), stages ([\d.]+), end ([\d.]+): "
-                        r"report ([\d.]+) and summary beside Ray's stop\)", text)
+    outside = re.search(r"outside tasks: ([\d.]+) s \(start-up ([\d.]+), stages ([\d.]+), end ([\d.]+) "
+                        r"with the report ([\d.]+)\)", text)
     assert outside, text[-2000:]
     total, start_up, stages_out, end, report = map(float, outside.groups())
     assert abs(total - (start_up + stages_out + end)) <= 0.15  # the parts add up (each rounded to 0.1 s)
     assert report <= end + 0.1  # the report is part of the end
-    head = re.search(r"start-up ([\d.]+) s \(imports ([\d.]+), Ray ([\d.]+), planning ([\d.]+) beside it\)", text)
+    head = re.search(r"start-up ([\d.]+) s \(imports ([\d.]+), Ray ([\d.]+), plan ([\d.]+) beside it\)", text)
     assert head and float(head.group(1)) == start_up
     # start-up runs until the first stage begins: at least the imports and Ray's start
     assert start_up + 0.1 >= float(head.group(2)) + float(head.group(3))
