@@ -75,8 +75,9 @@ def run(
         else:  # a joined cluster, an S3 run dir, or a recipe whose workers/out validation must see first
             cfg, run_dir = prepare(data)
             prepared, cpus = (lambda: (cfg, run_dir)), workers or cfg.workers
-        started = process_seconds()
-        executor = start(prepared, cpus, ray_address, console=console, quiet=quiet, only=only, until=until)
+        before_ray, launched = process_seconds(), time.perf_counter()
+        executor = start(prepared, cpus, ray_address, console=console, quiet=quiet, only=only, until=until,
+                         own_process=_OWN_PROCESS)
         result = executor.run_pipeline(only=only, until=until)
     except (RecipeError, PipelineError) as err:
         _fail(str(err))
@@ -85,14 +86,14 @@ def run(
     stopping = stop_ray_in_background() if executor.owns_ray else None
     report_seconds = write_run_report(executor.run.root, quiet)
     print_summary(result)
-    if stopping is not None:
-        stopping.result()
-    result.end_seconds, ended = time.perf_counter() - finished, process_seconds()
-    if not quiet:
-        print_timing(result, started, ended, report_seconds)
     resumed = resume_line(result)
     if resumed:
         console.print(resumed, highlight=False)
+    if stopping is not None:
+        stopping.result()
+    if not quiet:
+        start_up = before_ray + (finished - result.seconds - launched)  # until the pipeline began
+        print_timing(result, before_ray, start_up, time.perf_counter() - finished, report_seconds)
 
 
 def resume_line(result) -> str | None:
@@ -142,31 +143,33 @@ def process_seconds() -> float:
     return max(uptime - start_ticks / os.sysconf("SC_CLK_TCK"), 0.0)
 
 
-def print_timing(result: RunResult, started: float, ended: float, report_seconds: float | None) -> None:
-    """Where the wall time went, from the process's start to ``ended`` (seconds since it started).
+def print_timing(result: RunResult, before_ray: float, start_up: float, end: float,
+                 report_seconds: float | None) -> None:
+    """Where the wall time went, from the process's start until Ray has stopped.
 
-    Start-up is everything before the first stage begins: the interpreter and imports
-    (``started``), Ray's start, and what the driver still had to do after it (the recipe's
-    plan and the stages' modules run beside Ray's start; a run waits for the later of the two).
-    A stage's share outside tasks is its wall time less its task seconds spread over the
-    run's CPUs (scheduling, barriers waiting on the last task, reading results); the end is
-    the report and the summary beside Ray's stop. The parts add up to the wall time less the task seconds
-    over the CPUs, as ``bench/e2e_vs_datatrove.py`` measures it from outside.
+    ``start_up`` runs until the pipeline begins: what the command did before Ray's start
+    (``before_ray``: the interpreter, imports, reading the recipe), Ray's start, and what the
+    driver still had to do after it (the recipe's plan and the stages' modules run beside Ray's
+    start; the pipeline waits for the later of the two). A stage's share outside tasks is its
+    wall time less its task seconds spread over the run's CPUs (scheduling, barriers waiting on
+    the last task, reading results); the pipeline's own checks before its first stage count
+    with the stages. ``end`` is the report and the summary beside Ray's stop. The parts add up to
+    the wall time less the task seconds over the CPUs, as ``bench/e2e_vs_datatrove.py`` measures
+    it from outside the process.
     """
     cpus = max(result.cpus, 1)
-    began = max(ended - result.seconds - result.end_seconds, 0.0)  # the pipeline's start, since the process's
-    lines = [f"time on {cpus} CPUs, start-up {began:.1f} s (imports {started:.1f}, Ray {result.ray_seconds:.1f}, "
-             f"plan {result.plan_seconds:.1f} beside it):"]
-    stages_outside = max(result.seconds - sum(st.seconds for st in result.stages), 0.0)  # between stages
+    lines = [f"time on {cpus} CPUs, start-up {start_up:.1f} s (before Ray {before_ray:.1f}, Ray "
+             f"{result.ray_seconds:.1f}, plan {result.plan_seconds:.1f} beside it):"]
+    stages_outside = max(result.seconds - sum(st.seconds for st in result.stages), 0.0)  # before the first stage
     for st in result.stages:
         outside = max(st.seconds - st.task_seconds / cpus, 0.0)
         stages_outside += outside
         share = outside / st.seconds if st.seconds > 0 else 0.0
         lines.append(f"  {st.name:<14}{st.seconds:7.1f} s wall{st.task_seconds:8.1f} task-s{st.cpu_seconds:7.1f} CPU-s"
                      f"{share:6.0%} outside")
-    total_outside = began + stages_outside + result.end_seconds
-    lines.append(f"  outside tasks: {total_outside:.1f} s (start-up {began:.1f}, stages {stages_outside:.1f}, "
-                 f"end {result.end_seconds:.1f} with the report {report_seconds or 0.0:.1f})")
+    total_outside = start_up + stages_outside + end
+    lines.append(f"  outside tasks: {total_outside:.1f} s (start-up {start_up:.1f}, stages {stages_outside:.1f}, "
+                 f"end {end:.1f} with the report {report_seconds or 0.0:.1f})")
     for line in lines:
         console.print(line, highlight=False, markup=False)
 
@@ -383,7 +386,8 @@ def report(
     from codecorpus.storage import mirror as store
     from codecorpus.storage.pandas_probe import answer_pandas_probe
 
-    answer_pandas_probe()  # the report converts no pandas object: pyarrow need not import it
+    if _OWN_PROCESS:  # the report converts no pandas object: pyarrow need not import pandas
+        answer_pandas_probe()
     run_dir = _run_dir(location)  # an S3 run is read from its bucket, the report published to it
     for path, named in ((run_dir, location), (compare, compare)):
         if path is not None and not store.exists(schema.RunPaths(path).recipe):
@@ -395,10 +399,18 @@ def report(
     out.print(f"report took {time.perf_counter() - t0:.2f} s")
 
 
+_OWN_PROCESS = False
+"""Whether this process is the ``codecorpus`` command itself (``main``), which runs one command and
+exits: only then may it answer pyarrow's pandas probe (``storage/pandas_probe.py``); a test or a
+notebook that calls ``app`` keeps pyarrow's own."""
+
+
 def main() -> None:
     """The console entry point: the command, then a Ray it started stopped at once (Ray's own
     exit hook would first sleep 0.5 s for late error messages that ``log_to_driver=False`` drops),
     then the process's exit (``exit_now``)."""
+    global _OWN_PROCESS
+    _OWN_PROCESS = True
     code: int | str | None = 0
     try:
         app()

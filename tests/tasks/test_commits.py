@@ -377,6 +377,15 @@ def test_a_grafted_history_is_walked_as_its_commits_record_it(project, project_r
     grafted, grafted_dropped, _ = read_all(Repository("fixture", "acme/proj", str(clone / ".git")), CommitsConfig())
     assert grafted.column(C.SHA).to_pylist() == table.column(C.SHA).to_pylist()
     assert grafted_dropped.num_rows == dropped.num_rows
+    # the older graft file, which git still reads (with a deprecation hint) unless told not to
+    subprocess.run(["git", "replace", "-d", project.git("rev-parse", "HEAD~1")], cwd=clone, check=True,
+                   capture_output=True)
+    (clone / ".git" / "info").mkdir(exist_ok=True)
+    (clone / ".git" / "info" / "grafts").write_text(project.git("rev-parse", "HEAD~1") + "\n")
+    assert subprocess.run(["git", "rev-list", "--count", "HEAD"], cwd=clone, capture_output=True,
+                          text=True, check=True).stdout.strip() == "2"
+    grafted, _, _ = read_all(Repository("fixture", "acme/proj", str(clone / ".git")), CommitsConfig())
+    assert grafted.column(C.SHA).to_pylist() == table.column(C.SHA).to_pylist()
 
 
 def test_a_slice_read_where_the_planners_clone_is_missing_clones_its_url(project, tmp_path):

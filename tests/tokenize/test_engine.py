@@ -19,6 +19,7 @@ from tokenizers import decoders, models, normalizers, pre_tokenizers
 from codecorpus.config import TokenizeConfig, TokenizerConfig, TrainTokenizerConfig
 from codecorpus.tokenize import stage
 from codecorpus.tokenize.tokenizer import (
+    EXPECT_BUILD_CHARS,
     LIBRARY_FIRST_CHARS,
     PROBE,
     Encoder,
@@ -198,8 +199,9 @@ def test_a_process_starts_with_the_library_then_builds_the_engine() -> None:
 def test_a_shard_past_the_threshold_builds_the_engine_before_its_first_batch(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A shard the library would encode 2M characters of before the engine takes over gets the
-    engine at once; a small shard stays with the library. The ids are the library's either way."""
+    """A shard past EXPECT_BUILD_CHARS, of which the library would encode 2M characters before the
+    engine takes over, gets the engine at once; a small shard stays with the library. The ids are
+    the library's either way."""
     real = load_tokenizer(TokenizerConfig(builtin="gpt2")).encoder.engine()[1]
     builds = []
     tok = _with_encoder(lambda: builds.append(1) or real)
@@ -209,7 +211,7 @@ def test_a_shard_past_the_threshold_builds_the_engine_before_its_first_batch(
     stage.run(small, cfg, TokenizerConfig(builtin="gpt2"))
     assert not builds and tok.encoder.chosen is None
     line = "x = 1\n"
-    big_texts = [line * (LIBRARY_FIRST_CHARS // len(line) // 8 + 1)] * 8
+    big_texts = [line * (EXPECT_BUILD_CHARS // len(line) // 8 + 1)] * 8
     big = pa.table({"text": pa.array(big_texts, pa.large_string())})
     out = stage.run(big, cfg, TokenizerConfig(builtin="gpt2")).table
     assert builds == [1] and tok.encoder.chosen == "fastokens"

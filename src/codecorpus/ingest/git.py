@@ -45,14 +45,17 @@ from codecorpus.config import GitSource, IngestConfig, RecipeError, git_list_ent
 from codecorpus.ingest import exclusions, license
 from codecorpus.ingest.refs import FileRef
 
+NO_GRAFT_FILE = "/nonexistent/codecorpus-reads-no-grafts"
+"""``GIT_GRAFT_FILE`` for every git run here: a path that is not there, so a repository's
+``info/grafts`` is not read (an empty file such as /dev/null would be, with a deprecation hint)."""
 GIT_ENV = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C", "GIT_FLUSH": "0",
-           "GIT_NO_REPLACE_OBJECTS": "1"}
+           "GIT_NO_REPLACE_OBJECTS": "1", "GIT_GRAFT_FILE": NO_GRAFT_FILE}
 """The environment of every git this package and the commits source run: no prompt, no system
 config, byte-exact C locale, output written in large writes (``GIT_FLUSH=0``: into a pipe,
 ``git log`` and ``rev-list`` otherwise flush after every commit, a write each; that was about
 a sixth of git log's time on a history of small commits), and the objects a commit names,
-never the ones ``git replace`` puts in their place (a row's ``revision`` then vouches for its
-bytes, and a history is walked as its commits record it)."""
+never the ones ``git replace`` or a repository's ``info/grafts`` puts in their place (a row's
+``revision`` then vouches for its bytes, and a history is walked as its commits record it)."""
 PLAN_THREADS = min(8, 2 * (os.cpu_count() or 1))
 """Repositories planned at once: each is a few short git processes, mostly waiting on disk."""
 REPOSITORY_PATH = "."
@@ -547,13 +550,13 @@ def _submodule_urls(entries: list, blobs: dict[str, bytes | str]) -> dict[str, s
 
 def cat_blobs(gitdir: str, shas: list[str]) -> dict[str, bytes | str]:
     """{sha: bytes} from ``git cat-file --batch``; else a drop reason: ``missing``, ``not_a_blob``,
-    ``corrupt_object``, or ``missing_repository`` for every sha when ``gitdir`` is not there.
+    ``corrupt_object``, or ``missing_repository`` for every sha when ``gitdir`` is not a git directory.
 
     git ends the batch at an object it cannot inflate (a corrupt pack): that object
     is ``corrupt_object`` and a new batch goes on with the objects after it.
     """
-    if not os.path.isdir(gitdir):  # not on this node: a URL's clone made on another node, or removed since
-        return dict.fromkeys(shas, "missing_repository")
+    if not os.path.isfile(os.path.join(gitdir, "HEAD")):  # not on this node (a URL's clone made on another
+        return dict.fromkeys(shas, "missing_repository")  # node and not made here), or removed since planning
     blobs: dict[str, bytes | str] = {}
     pending = list(shas)
     with batch_scheduling():

@@ -91,8 +91,6 @@ class RunResult:
     plan_seconds: float = 0.0
     ray_seconds: float = 0.0
     cpus: int = 1
-    end_seconds: float = 0.0
-    """After the last stage: the report and Ray's stop beside it (the CLI's, once it has waited for both)."""
 
 
 WARM_MODULES = ("codecorpus.pipeline.tasks", "pyarrow.parquet")
@@ -110,22 +108,23 @@ def import_modules(modules: Sequence[str]) -> None:
 
 
 @ray.remote
-def _warm(modules: Sequence[str]) -> None:
-    """Import what the run's tasks need, so a worker's first shard does not pay for it."""
-    answer_pandas_probe()
+def _warm(modules: Sequence[str], pandas_probe: bool = False) -> None:
+    """Import what the run's tasks need, so a worker's first shard does not pay for it; with
+    ``pandas_probe``, first answer pyarrow's pandas probe (``storage/pandas_probe.py``)."""
+    if pandas_probe:
+        answer_pandas_probe()
     import_modules(modules)
 
 
-def warm_workers(modules: Sequence[str]) -> None:
+def warm_workers(modules: Sequence[str], pandas_probe: bool = False) -> None:
     """One ``_warm`` task per CPU of the cluster: each worker imports ``modules`` before its first task."""
     for _ in range(int(ray.cluster_resources().get("CPU", 1))):
-        _warm.remote(modules)
+        _warm.remote(modules, pandas_probe)
 
 
 @ray.remote(max_retries=TASK_RETRIES, retry_exceptions=True, scheduling_strategy="SPREAD")  # as Ray Data reads
 def _remote(point: str, fn: Callable[..., Any], *args: Any) -> Any:
     checkpoint(f"task:{point}")
-    answer_pandas_probe()  # a worker no ``_warm`` reached: once, before the task's first conversion
     rss_before = memory.start_task()
     t0, cpu0 = time.perf_counter(), time.process_time()
     result = fn(*args)

@@ -45,7 +45,7 @@ Prepare = Callable[[], "tuple[Recipe, Path]"]
 
 def start(prepare: Prepare, workers: int | None = None, address: str | None = None, *,
           console: Console | None = None, quiet: bool = False, only: str | None = None,
-          until: str | None = None) -> Executor:
+          until: str | None = None, own_process: bool = False) -> Executor:
     """An executor whose recipe is loaded and planned while Ray starts, with Ray's workers warmed meanwhile.
 
     ``prepare`` runs in a thread beside Ray's start, then the plan (``Executor.plan``, the
@@ -56,6 +56,12 @@ def start(prepare: Prepare, workers: int | None = None, address: str | None = No
     on a joined cluster (``address``) it caps the run's tasks at once. An error of
     ``prepare`` or of the plan is raised here, once Ray's start has returned, and stops
     the Ray this call started.
+
+    ``own_process``: the calling process runs this recipe and nothing else (the ``codecorpus``
+    command). Then, when the recipe runs codecorpus's own stages alone and this call starts Ray
+    (so the workers are this run's), the driver and each worker answer pyarrow's pandas probe
+    without importing pandas (``storage/pandas_probe.py``: 0.37 s of CPU a process where pandas
+    is installed); a user's stage, which may convert pandas objects, keeps pyarrow's own probe.
     """
     owns_ray = not ray.is_initialized()
     ray_ready, specs_known = threading.Event(), threading.Event()
@@ -66,14 +72,16 @@ def start(prepare: Prepare, workers: int | None = None, address: str | None = No
             from codecorpus.runtime import executor as runner
             from codecorpus.storage.pandas_probe import answer_pandas_probe
 
-            answer_pandas_probe()  # the driver's conversions (plan, stats, the report) import no pandas
             recipe, run_dir = prepare()
             executor = runner.Executor(recipe, run_dir, console=console, quiet=quiet,
                                        max_tasks=workers if address else None)
             executor.ray_ready = ray_ready  # a source planning with tasks waits for Ray (``_PlanTasks``)
             made["executor"], made["modules"] = executor, runner.warm_modules(executor.specs.values())
+            made["probe"] = own_process and owns_ray and not recipe.stages.user_stages()
         finally:
             specs_known.set()
+        if made["probe"]:
+            answer_pandas_probe()  # before the driver's first conversion (plan, stats, the report)
         executor.plan()
         runner.import_modules(made["modules"])  # the driver builds the stages' jobs from these
         executor.prefetch(runner.select_stages(list(executor.specs), only, until))
@@ -95,7 +103,7 @@ def start(prepare: Prepare, workers: int | None = None, address: str | None = No
         if "executor" in made:
             from codecorpus.runtime.executor import warm_workers
 
-            warm_workers(made["modules"])
+            warm_workers(made["modules"], made["probe"])
         ray_seconds = time.perf_counter() - t0
         planned.result()  # raises what the recipe's load or its plan raised
     except BaseException:

@@ -107,6 +107,11 @@ PROBE = (
 
 LIBRARY_FIRST_CHARS = 1 << 21
 """Characters a process encodes with the library before it builds the fast engine (2M)."""
+EXPECT_BUILD_CHARS = 2 * LIBRARY_FIRST_CHARS
+"""Characters a process is about to encode (:meth:`Encoder.expect`) past which it builds the engine
+before it starts: from there the library's first 2M characters are spent and the engine is built
+anyway. Below it the library may finish the work alone (building fastokens for GPT-2 costs what
+the library takes for about 3.7M characters)."""
 
 _CHECK_CHARS = 1 << 14
 """Characters of a shard's first document that :meth:`Tokenizer.check` re-encodes with the library."""
@@ -417,11 +422,10 @@ class Encoder:
         return self._chosen
 
     def expect(self, chars: int) -> None:
-        """Choose the engine now if the library would pass :data:`LIBRARY_FIRST_CHARS` within the
-        ``chars`` this process is about to encode: a shard that large would build the engine
-        part way through anyway, after encoding up to 2M characters at the library's speed
-        (0.3 s for GPT-2 here, against 0.03 s for fastokens)."""
-        if self._chosen is None and self.library_chars + chars >= LIBRARY_FIRST_CHARS:
+        """Choose the engine now if the ``chars`` this process is about to encode take it past
+        :data:`EXPECT_BUILD_CHARS`: the library would encode its first 2M characters (0.3 s for
+        GPT-2 here, against 0.03 s for fastokens) and then build the engine all the same."""
+        if self._chosen is None and self.library_chars + chars >= EXPECT_BUILD_CHARS:
             self.engine()
 
     def for_batch(self, texts: list[str]) -> tuple[str, Callable[[list[str]], FlatIds]]:
