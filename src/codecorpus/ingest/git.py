@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import shutil
 import subprocess
@@ -56,6 +57,7 @@ config, byte-exact C locale, output written in large writes (``GIT_FLUSH=0``: in
 a sixth of git log's time on a history of small commits), and the objects a commit names,
 never the ones ``git replace`` or a repository's ``info/grafts`` puts in their place (a row's
 ``revision`` then vouches for its bytes, and a history is walked as its commits record it)."""
+_log = logging.getLogger(__name__)
 PLAN_THREADS = min(8, 2 * (os.cpu_count() or 1))
 """Repositories planned at once: each is a few short git processes, mostly waiting on disk."""
 REPOSITORY_PATH = "."
@@ -180,11 +182,14 @@ def clone_here(url: str, gitdir: str) -> None:
     """The planner's clone of ``url`` at ``gitdir``, on this node too: on a cluster whose nodes share
     no file system the planner's clone is on its node alone. Objects are read by the ids the plan
     recorded, so a clone made now gives the same bytes while the remote still holds the planned
-    revision; where none can be made, ``gitdir`` stays missing and its reader says so
-    (``missing_repository`` files, a ``bad_repository`` walk)."""
-    with contextlib.suppress(OSError, UnreadableRepository):
+    revision. Where none can be made (logged with git's message), ``gitdir`` stays missing and
+    its reader says so: each file of an ingest shard is a ``missing_repository`` drop, and a
+    commit slice fails its task with git's error, naming the repository."""
+    try:
         os.makedirs(os.path.dirname(gitdir), exist_ok=True)
         clone_at(url, Path(gitdir))
+    except (OSError, UnreadableRepository) as err:
+        _log.warning("cannot clone %s to %s on this node: %s", url, gitdir, getattr(err, "detail", err))
 
 
 def resolve_gitdir(src: GitSource) -> str:
