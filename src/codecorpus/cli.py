@@ -148,7 +148,8 @@ def print_timing(result: RunResult, before_ray: float, start_up: float, end: flo
     """Where the wall time went, from the process's start until Ray has stopped.
 
     ``start_up`` runs until the pipeline begins: what the command did before Ray's start
-    (``before_ray``: the interpreter, imports, reading the recipe), Ray's start, and what the
+    (``before_ray``: the interpreter, imports, reading the recipe, and its validation where it
+    must come first; 0 where the process's start time is unknown), Ray's start, and what the
     driver still had to do after it (the recipe's plan and the stages' modules run beside Ray's
     start; the pipeline waits for the later of the two). A stage's share outside tasks is its
     wall time less its task seconds spread over the run's CPUs (scheduling, barriers waiting on
