@@ -114,4 +114,3 @@ def _prefetch_git(refs: list[FileRef]) -> dict[tuple[str, str], bytes | str]:
         for sha, data in git.cat_blobs(gitdir, shas).items():
             blobs[(gitdir, sha)] = data
     return blobs
-

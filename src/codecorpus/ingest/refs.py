@@ -48,6 +48,8 @@ class FileRef:
 
     ``store`` says where the bytes are: ``fs`` (``abspath``), ``git`` (blob ``key`` in
     the git directory ``container``) or ``s3`` (object ``key`` in bucket ``container``).
+    A ``git`` entry's ``abspath`` is the URL ``container`` was cloned from ('' for a local
+    repository): a read task on a node without that clone makes it there (``git.clone_here``).
     """
 
     source: str
