@@ -85,3 +85,29 @@ def test_planning_tasks_refuse_to_run_when_rays_start_failed():
     assert done.stdout.splitlines() == ["refused: planning listing needs Ray, and Ray did not start",
                                         "ray initialized: False"]
 
+
+
+def test_rays_start_runs_with_a_short_switch_interval_and_gives_the_callers_back(monkeypatch):
+    """The plan thread would otherwise hold the interpreter lock for 5 ms at a time while
+    ``ray.init`` wakes from each of its short polls; the caller's own interval comes back
+    however ``start`` ends."""
+    seen = {}
+
+    def prepare():
+        seen["prepare"] = sys.getswitchinterval()
+        raise RuntimeError("planted: the recipe is wrong")
+
+    def init(workers, address):
+        seen["init"] = sys.getswitchinterval()
+
+    monkeypatch.setattr(launch, "init_ray", init)
+    monkeypatch.setattr(launch, "stop_ray", lambda: None)
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(0.004)
+    try:
+        with pytest.raises(RuntimeError, match="planted"):
+            launch.start(prepare, 1, quiet=True)
+        assert seen == {"prepare": launch.START_SWITCH_INTERVAL, "init": launch.START_SWITCH_INTERVAL}
+        assert sys.getswitchinterval() == pytest.approx(0.004)
+    finally:
+        sys.setswitchinterval(previous)
