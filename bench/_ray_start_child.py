@@ -1,7 +1,9 @@
 """One timed start of a private local Ray (run by ray_start.py in a fresh process).
 
-argv: a JSON object {"env": {...}, "patch": [...], "system_config": {...}, "check": bool}.
-Prints one JSON line: import, start (init + one trivial task per CPU) and shutdown seconds.
+argv: a JSON object {"env": {...}, "patch": [...], "system_config": {...}, "check": bool,
+"cpus": int (default: every core), "exit_now": bool}. Prints one JSON line: import, start
+(init + one trivial task per CPU) and shutdown seconds. ``exit_now`` ends the process as the
+``codecorpus`` command does (``os._exit`` once Ray is stopped: no interpreter finalization).
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ def _flaky(marker):
     return "retried"
 
 
+cpus = spec.get("cpus") or os.cpu_count() or 1
 t0 = time.perf_counter()
 kwargs = {}
 if spec.get("system_config"):
@@ -84,11 +87,11 @@ if spec.get("system_config"):
 if "tuned" in patches:
     from codecorpus.runtime.executor import init_ray
 
-    init_ray(os.cpu_count() or 1, None, 256 * 1024 * 1024)
+    init_ray(cpus, None, 256 * 1024 * 1024)
 else:
   ray.init(
     address="local",
-    num_cpus=os.cpu_count() or 1,
+    num_cpus=cpus,
     object_store_memory=256 * 1024 * 1024,
     include_dashboard=False,
     _node_ip_address="127.0.0.1",
@@ -115,4 +118,6 @@ if spec.get("check"):
     t1 = time.perf_counter()
 ray.shutdown()
 result["shutdown"] = time.perf_counter() - t1
-print(json.dumps(result))
+print(json.dumps(result), flush=True)
+if spec.get("exit_now"):
+    os._exit(0)

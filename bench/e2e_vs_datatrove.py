@@ -70,6 +70,7 @@ import pstats
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -536,6 +537,22 @@ def outside_tasks(log: Path, wall: float, workers: int) -> float:
     return wall - spent / workers
 
 
+RAY_START_CHILD = Path(__file__).with_name("_ray_start_child.py")
+
+
+def ray_floor(workers: int, runs: int = 3) -> float:
+    """Median wall seconds of a process that only starts a local Ray as ``codecorpus run`` does
+    (``init_ray``), runs one trivial task per CPU, stops Ray and exits as the command does: the
+    part of the time outside tasks that is Ray's own on this machine, now."""
+    spec = json.dumps({"patch": ["tuned"], "cpus": workers, "exit_now": True})
+    walls = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, str(RAY_START_CHILD), spec], check=True, capture_output=True, timeout=120)
+        walls.append(time.perf_counter() - t0)
+    return statistics.median(walls)
+
+
 def print_profile(run: Path, wall: float, workers: int) -> list[str]:
     """Print per-stage (and dedup per-phase) task seconds; return the stages, heaviest first."""
     secs = task_seconds(run)
@@ -652,6 +669,9 @@ def main() -> None:
             print(f"  wall {walls[name]:.1f} s, {mb / walls[name] / args.workers:.2f} MB/s per core; {load_average()}")
             outside[name] = outside_tasks(tmp / f"cc-{name}" / "codecorpus.log", walls[name], args.workers)
             print(f"  outside tasks: {outside[name]:.1f} s of {walls[name]:.1f} s wall")
+            floor = ray_floor(args.workers)
+            print(f"  of which Ray's own, at least: {floor:.1f} s (a process that starts Ray as codecorpus does, "
+                  f"runs a trivial task per CPU and stops it; median of 3, run now)")
             print_counts("documents per stage:", codecorpus_counts(runs[name]))
         if not args.no_datatrove:
             print("\n== datatrove 0.10.1 ==", flush=True)

@@ -22,6 +22,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 CHILD = Path(__file__).with_name("_ray_start_child.py")
@@ -63,7 +64,7 @@ def main() -> None:
     parser.add_argument("configs", nargs="*", default=list(CONFIGS))
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--check", action="store_true", help="run the correctness checks once per config")
-    parser.add_argument("--lock", default=os.environ.get("BENCH_LOCK", "/work/wt/bench.lock"),
+    parser.add_argument("--lock", default=os.environ.get("BENCH_LOCK", os.path.join(tempfile.gettempdir(), "codecorpus-bench.lock")),
                         help="flock this file around each timed run ('' for none)")
     args = parser.parse_args()
 
