@@ -16,7 +16,6 @@ recipe's load and plan), the only modules that import ray.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import threading
 import time
@@ -43,6 +42,7 @@ from codecorpus.config import STAGE_ORDER, Recipe, RecipeError, config_hash, rec
 from codecorpus.pipeline.pipelines import check_stages, enabled_specs, pipeline_of
 from codecorpus.pipeline.spec import MAP_KINDS, Job, StageSpec
 from codecorpus.runtime import memory
+from codecorpus.runtime.remote import RUNTIME_KEYS, TASK_RETRIES, TASK_TIME, start_task
 from codecorpus.runtime.session import (
     PipelineError,
     in_thread,
@@ -54,21 +54,12 @@ from codecorpus.storage import mirror as store
 from codecorpus.storage.atomic import OutputWriteError, atomic_write_bytes, remove_stale_temps
 from codecorpus.storage.faults import checkpoint
 from codecorpus.storage.mirror import ensure_local
-from codecorpus.storage.pandas_probe import answer_pandas_probe
 
 if TYPE_CHECKING:
     from codecorpus.pipeline.tasks import TaskContext
 
 # codecorpus.pipeline.tasks (pyarrow.compute, numpy) is imported where it is used, once the run
 # runs: ``launch.start`` imports it beside Ray's start (WARM_MODULES), not before it.
-
-TASK_RETRIES = 2
-"""Retries of a failed task (a crashed worker, or an exception) before the run stops."""
-TASK_TIME = "_task_seconds"
-"""The key under which a task's result carries its body's (wall, CPU) seconds back to the driver."""
-RUNTIME_KEYS = ("node", "memory", TASK_TIME)
-"""What ``_remote`` adds to a task's stats dict: the runtime's, never an output's."""
-
 
 @dataclass
 class StageOutcome:
@@ -100,45 +91,6 @@ WARM_MODULES = ("codecorpus.pipeline.tasks", "pyarrow.parquet")
 def warm_modules(specs: Iterable[StageSpec]) -> list[str]:
     """What the tasks of these stages import: the shared modules, then each stage's spec and task bodies."""
     return list(dict.fromkeys([*WARM_MODULES, *(m for spec in specs for m in spec.imports())]))
-
-
-def import_modules(modules: Sequence[str]) -> None:
-    for module in modules:
-        importlib.import_module(module)
-
-
-@ray.remote
-def _warm(modules: Sequence[str], pandas_probe: bool = False) -> None:
-    """Import what the run's tasks need, so a worker's first shard does not pay for it; with
-    ``pandas_probe``, first answer pyarrow's pandas probe (``storage/pandas_probe.py``)."""
-    if pandas_probe:
-        answer_pandas_probe()
-    import_modules(modules)
-
-
-def warm_workers(modules: Sequence[str], pandas_probe: bool = False) -> None:
-    """One ``_warm`` task per CPU of the cluster: each worker imports ``modules`` before its first task."""
-    for _ in range(int(ray.cluster_resources().get("CPU", 1))):
-        _warm.remote(modules, pandas_probe)
-
-
-@ray.remote(max_retries=TASK_RETRIES, retry_exceptions=True, scheduling_strategy="SPREAD")  # as Ray Data reads
-def _remote(point: str, fn: Callable[..., Any], *args: Any) -> Any:
-    checkpoint(f"task:{point}")
-    rss_before = memory.start_task()
-    t0, cpu0 = time.perf_counter(), time.process_time()
-    result = fn(*args)
-    seconds = (time.perf_counter() - t0, time.process_time() - cpu0)
-    if isinstance(result, dict):  # node, peak memory and time: for the stats and the console, never for outputs
-        node = ray.get_runtime_context().get_node_id()
-        result = {**result, "node": node, "memory": memory.end_task(rss_before), TASK_TIME: seconds}
-    memory.release()
-    return result
-
-
-def _launch(point: str, fn: Callable[..., Any], *args: Any) -> ray.ObjectRef:
-    """``fn(*args)`` as a Ray task named after its checkpoint ``point`` (``stage:task``)."""
-    return _remote.options(name=point).remote(point, fn, *args)
 
 
 STOP_WAIT_SECONDS = 60.0
@@ -340,7 +292,7 @@ class Executor:
         def submit() -> None:
             while waiting and (self.max_tasks is None or len(pending) < self.max_tasks):
                 i = waiting.popleft()
-                pending[_launch(f"{ctx.stage}:{jobs[i].name}", jobs[i].fn, *jobs[i].args)] = i
+                pending[start_task(f"{ctx.stage}:{jobs[i].name}", jobs[i].fn, *jobs[i].args)] = i
 
         submit()
         with self._progress() as progress:
@@ -413,7 +365,7 @@ class _PlanTasks:
         results = []
         for i in range(len(items)):
             for j in range(i + len(in_flight), min(i + window, len(items))):
-                in_flight.append(_launch(f"{label}:{j}", fn, items[j]))
+                in_flight.append(start_task(f"{label}:{j}", fn, items[j]))
             try:
                 result = ray.get(in_flight.popleft())
             except ray.exceptions.RayError as err:
@@ -466,7 +418,7 @@ class _StageRun:
         return results
 
     def call(self, point: str, fn: Callable[..., Any], *args: Any) -> Any:
-        return ray.get(_launch(point, fn, *args))
+        return ray.get(start_task(point, fn, *args))
 
     def say(self, text: str) -> None:
         self._ex.console.print(text, highlight=False, markup=False)

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import ray
 
+from codecorpus.runtime.remote import import_modules, warm_workers
 from codecorpus.runtime.session import in_thread, init_ray, stop_ray
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ def _start(prepare: Prepare, workers: int | None, address: str | None, *, consol
         if made["probe"]:
             answer_pandas_probe()  # before the driver's first conversion (plan, stats, the report)
         executor.plan()
-        runner.import_modules(made["modules"])  # the driver builds the stages' jobs from these
+        import_modules(made["modules"])  # the driver builds the stages' jobs from these
         executor.prefetch(runner.select_stages(list(executor.specs), only, until))
 
     planned = in_thread("codecorpus-plan", plan)
@@ -125,8 +126,6 @@ def _start(prepare: Prepare, workers: int | None, address: str | None, *, consol
     try:
         specs_known.wait()
         if "executor" in made:
-            from codecorpus.runtime.executor import warm_workers
-
             warm_workers(made["modules"], made["probe"])
         ray_seconds = time.perf_counter() - t0
         planned.result()  # raises what the recipe's load or its plan raised

@@ -1,0 +1,67 @@
+"""What a worker runs: every task's wrapper and the warm-up before a run's first task.
+
+Ray ships a remote function by reference, so a worker imports the module that defines
+it before its first task. This one imports only what the wrapper itself uses (Ray, the
+task's memory and fault-injection hooks), not the driver's executor with its progress
+bars, the recipe's models and every pipeline's stage specs: a worker then imports what
+its tasks' own functions need and nothing more.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import ray
+
+from codecorpus.runtime import memory
+from codecorpus.storage.faults import checkpoint
+from codecorpus.storage.pandas_probe import answer_pandas_probe
+
+TASK_RETRIES = 2
+"""Retries of a failed task (a crashed worker, or an exception) before the run stops."""
+TASK_TIME = "_task_seconds"
+"""The key under which a task's result carries its body's (wall, CPU) seconds back to the driver."""
+RUNTIME_KEYS = ("node", "memory", TASK_TIME)
+"""What ``_remote`` adds to a task's stats dict: the runtime's, never an output's."""
+
+
+def import_modules(modules: Sequence[str]) -> None:
+    for module in modules:
+        importlib.import_module(module)
+
+
+@ray.remote
+def _warm(modules: Sequence[str], pandas_probe: bool = False) -> None:
+    """Import what the run's tasks need, so a worker's first shard does not pay for it; with
+    ``pandas_probe``, first answer pyarrow's pandas probe (``storage/pandas_probe.py``)."""
+    if pandas_probe:
+        answer_pandas_probe()
+    import_modules(modules)
+
+
+def warm_workers(modules: Sequence[str], pandas_probe: bool = False) -> None:
+    """One ``_warm`` task per CPU of the cluster: each worker imports ``modules`` before its first task."""
+    for _ in range(int(ray.cluster_resources().get("CPU", 1))):
+        _warm.remote(modules, pandas_probe)
+
+
+@ray.remote(max_retries=TASK_RETRIES, retry_exceptions=True, scheduling_strategy="SPREAD")  # as Ray Data reads
+def _remote(point: str, fn: Callable[..., Any], *args: Any) -> Any:
+    checkpoint(f"task:{point}")
+    rss_before = memory.start_task()
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    result = fn(*args)
+    seconds = (time.perf_counter() - t0, time.process_time() - cpu0)
+    if isinstance(result, dict):  # node, peak memory and time: for the stats and the console, never for outputs
+        node = ray.get_runtime_context().get_node_id()
+        result = {**result, "node": node, "memory": memory.end_task(rss_before), TASK_TIME: seconds}
+    memory.release()
+    return result
+
+
+def start_task(point: str, fn: Callable[..., Any], *args: Any) -> ray.ObjectRef:
+    """``fn(*args)`` as a Ray task named after its checkpoint ``point`` (``stage:task``)."""
+    return _remote.options(name=point).remote(point, fn, *args)
