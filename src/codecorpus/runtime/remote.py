@@ -1,10 +1,11 @@
 """What a worker runs: every task's wrapper and the warm-up before a run's first task.
 
-Ray ships a remote function by reference, so a worker imports the module that defines
-it before its first task. This one imports only what the wrapper itself uses (Ray, the
-task's memory and fault-injection hooks), not the driver's executor with its progress
-bars, the recipe's models and every pipeline's stage specs: a worker then imports what
-its tasks' own functions need and nothing more.
+Ray ships a remote function with cloudpickle, and with it, by reference, each module-level
+function and module the function uses: a worker imports the modules those live in before
+its first task. This module imports only what the wrapper and the warm-up use (Ray, the
+task's memory and fault-injection hooks, the pandas probe). When they lived in the
+driver's executor, each worker also imported rich's progress bars and every pipeline's
+stage specs: 0.037 s of CPU a worker here, on top of the task modules.
 """
 
 from __future__ import annotations
