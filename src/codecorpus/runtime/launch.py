@@ -41,7 +41,6 @@ from typing import TYPE_CHECKING, Any
 
 import ray
 
-from codecorpus.runtime.remote import import_modules, warm_workers
 from codecorpus.runtime.session import in_thread, init_ray, stop_ray
 
 if TYPE_CHECKING:
@@ -95,6 +94,7 @@ def _start(prepare: Prepare, workers: int | None, address: str | None, *, consol
     def plan() -> None:
         try:
             from codecorpus.runtime import executor as runner
+            from codecorpus.runtime.remote import import_modules
             from codecorpus.storage.pandas_probe import answer_pandas_probe
 
             recipe, run_dir = prepare()
@@ -126,6 +126,8 @@ def _start(prepare: Prepare, workers: int | None, address: str | None, *, consol
     try:
         specs_known.wait()
         if "executor" in made:
+            from codecorpus.runtime.remote import warm_workers  # pyarrow: after Ray's start
+
             warm_workers(made["modules"], made["probe"])
         ray_seconds = time.perf_counter() - t0
         planned.result()  # raises what the recipe's load or its plan raised
