@@ -200,16 +200,18 @@ session = ray._private.worker._global_node.get_session_dir_path()
 
 def agents_now():
     # each agent's nice value once its process runs Python: the raylet no longer waits for the
-    # agents, so one may not be started yet, or its nice may not have executed the interpreter yet
+    # agents, so one may not be started yet, or its nice may not have executed the interpreter yet.
+    # An agent has its script as an argument of its own; the raylet names both scripts inside
+    # its --*_agent_command arguments, and runs at the driver's nice value
     agents = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            cmdline = open(f"/proc/{pid}/cmdline", "rb").read().decode()
+            argv = open(f"/proc/{pid}/cmdline", "rb").read().decode().split("\\0")
             title = open(f"/proc/{pid}/comm").read().strip()
         except OSError:
             continue
         for script, name in (("dashboard/agent.py", "dashboard"), ("runtime_env/agent/main.py", "runtime_env")):
-            if script in cmdline and session in cmdline and title != "nice":
+            if any(arg.endswith(script) for arg in argv) and any(session in arg for arg in argv) and title != "nice":
                 agents[name] = os.getpriority(os.PRIO_PROCESS, int(pid))
     return agents
 
