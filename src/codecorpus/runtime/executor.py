@@ -9,8 +9,9 @@ skips jobs whose marker holds the stage's hash, and writes the stage's stats::
 
 Each stage has a hash chained from the hash before it, so a changed setting
 redoes that stage and every later one. The report is the CLI's business, after the
-run. With ``session`` (this process's Ray) and ``launch`` (Ray's start beside the
-recipe's load and plan), the only modules that import ray.
+run. With ``session`` (this process's Ray), ``launch`` (Ray's start beside the
+recipe's load and plan) and ``remote`` (what a worker runs: the task wrapper and the
+warm-up), the only modules that import ray.
 """
 
 from __future__ import annotations
