@@ -1,7 +1,7 @@
 """One timed start of a private local Ray (run by ray_start.py in a fresh process).
 
 argv: a JSON object {"env": {...}, "patch": [...], "system_config": {...}, "check": bool,
-"cpus": int (default: every core), "exit_now": bool}. Prints one JSON line: import, start
+"cpus": int (default: every core), "store_bytes": int (default: 256 MiB), "exit_now": bool}. Prints one JSON line: import, start
 (init + one trivial task per CPU) and shutdown seconds. ``exit_now`` ends the process as the
 ``codecorpus`` command does (``os._exit`` once Ray is stopped: no interpreter finalization).
 """
@@ -84,15 +84,16 @@ t0 = time.perf_counter()
 kwargs = {}
 if spec.get("system_config"):
     kwargs["_system_config"] = spec["system_config"]
-if "tuned" in patches:
-    from codecorpus.runtime.executor import init_ray
+store_bytes = spec.get("store_bytes") or 256 * 1024 * 1024
+if "tuned" in patches:  # init_ray from where the run command imports it, and nothing more
+    from codecorpus.runtime.session import init_ray
 
-    init_ray(cpus, None, 256 * 1024 * 1024)
+    init_ray(cpus, None, store_bytes)
 else:
   ray.init(
     address="local",
     num_cpus=cpus,
-    object_store_memory=256 * 1024 * 1024,
+    object_store_memory=store_bytes,
     include_dashboard=False,
     _node_ip_address="127.0.0.1",
     log_to_driver=False,

@@ -544,11 +544,15 @@ def ray_floor(workers: int, runs: int = 3) -> float:
     """Median wall seconds of a process that only starts a local Ray as ``codecorpus run`` does
     (``init_ray``), runs one trivial task per CPU, stops Ray and exits as the command does: the
     part of the time outside tasks that is Ray's own on this machine, now."""
-    spec = json.dumps({"patch": ["tuned"], "cpus": workers, "exit_now": True})
+    from codecorpus.runtime.session import DEFAULT_OBJECT_STORE_BYTES
+
+    spec = json.dumps({"patch": ["tuned"], "cpus": workers, "store_bytes": DEFAULT_OBJECT_STORE_BYTES,
+                       "exit_now": True})
     walls = []
     for _ in range(runs):
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, str(RAY_START_CHILD), spec], check=True, capture_output=True, timeout=120)
+        subprocess.run([sys.executable, str(RAY_START_CHILD), spec], check=True, capture_output=True,
+                       timeout=120)
         walls.append(time.perf_counter() - t0)
     return statistics.median(walls)
 
@@ -670,8 +674,8 @@ def main() -> None:
             outside[name] = outside_tasks(tmp / f"cc-{name}" / "codecorpus.log", walls[name], args.workers)
             print(f"  outside tasks: {outside[name]:.1f} s of {walls[name]:.1f} s wall")
             floor = ray_floor(args.workers)
-            print(f"  of which Ray's own, at least: {floor:.1f} s (a process that starts Ray as codecorpus does, "
-                  f"runs a trivial task per CPU and stops it; median of 3, run now)")
+            print(f"  of which Ray's own, at least: {floor:.1f} s (a process that starts Ray as codecorpus "
+                  "does, runs a trivial task per CPU and stops it; median of 3, run now)")
             print_counts("documents per stage:", codecorpus_counts(runs[name]))
         if not args.no_datatrove:
             print("\n== datatrove 0.10.1 ==", flush=True)

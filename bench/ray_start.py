@@ -64,7 +64,8 @@ def main() -> None:
     parser.add_argument("configs", nargs="*", default=list(CONFIGS))
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--check", action="store_true", help="run the correctness checks once per config")
-    parser.add_argument("--lock", default=os.environ.get("BENCH_LOCK", os.path.join(tempfile.gettempdir(), "codecorpus-bench.lock")),
+    default_lock = os.path.join(tempfile.gettempdir(), "codecorpus-bench.lock")
+    parser.add_argument("--lock", default=os.environ.get("BENCH_LOCK", default_lock),
                         help="flock this file around each timed run ('' for none)")
     args = parser.parse_args()
 

@@ -86,11 +86,10 @@ def test_planning_tasks_refuse_to_run_when_rays_start_failed():
                                         "ray initialized: False"]
 
 
-
 def test_rays_start_runs_with_a_short_switch_interval_and_gives_the_callers_back(monkeypatch):
     """The plan thread would otherwise hold the interpreter lock for 5 ms at a time while
     ``ray.init`` wakes from each of its short polls; the caller's own interval comes back
-    however ``start`` ends."""
+    when ``start`` fails as when it returns (the same ``finally``)."""
     seen = {}
 
     def prepare():
@@ -108,6 +107,21 @@ def test_rays_start_runs_with_a_short_switch_interval_and_gives_the_callers_back
         with pytest.raises(RuntimeError, match="planted"):
             launch.start(prepare, 1, quiet=True)
         assert seen == {"prepare": launch.START_SWITCH_INTERVAL, "init": launch.START_SWITCH_INTERVAL}
+        assert sys.getswitchinterval() == pytest.approx(0.004)
+    finally:
+        sys.setswitchinterval(previous)
+
+
+def test_starts_that_overlap_give_the_process_its_own_interval_back_when_the_last_ends():
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(0.004)
+    try:
+        first, second = launch._short_switch_interval(), launch._short_switch_interval()
+        first.__enter__()
+        second.__enter__()
+        first.__exit__(None, None, None)
+        assert sys.getswitchinterval() == launch.START_SWITCH_INTERVAL  # the second start still runs
+        second.__exit__(None, None, None)
         assert sys.getswitchinterval() == pytest.approx(0.004)
     finally:
         sys.setswitchinterval(previous)

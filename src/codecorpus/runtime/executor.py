@@ -9,9 +9,9 @@ skips jobs whose marker holds the stage's hash, and writes the stage's stats::
 
 Each stage has a hash chained from the hash before it, so a changed setting
 redoes that stage and every later one. The report is the CLI's business, after the
-run. With ``session`` (this process's Ray), ``launch`` (Ray's start beside the
-recipe's load and plan) and ``remote`` (what a worker runs: the task wrapper and the
-warm-up), the only modules that import ray.
+run. With ``session`` (this process's Ray), ``local_start`` (a private local Ray's lean
+start), ``launch`` (Ray's start beside the recipe's load and plan) and ``remote`` (the task
+wrapper and the warm-up, all a worker imports of the runtime), the only modules that import ray.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from codecorpus.config import STAGE_ORDER, Recipe, RecipeError, config_hash, rec
 from codecorpus.pipeline.pipelines import check_stages, enabled_specs, pipeline_of
 from codecorpus.pipeline.spec import MAP_KINDS, Job, StageSpec
 from codecorpus.runtime import memory
-from codecorpus.runtime.remote import RUNTIME_KEYS, TASK_RETRIES, TASK_TIME, start_task
+from codecorpus.runtime.remote import RUNTIME_KEYS, TASK_RETRIES, TASK_TIME, submit_task
 from codecorpus.runtime.session import (
     PipelineError,
     in_thread,
@@ -293,7 +293,7 @@ class Executor:
         def submit() -> None:
             while waiting and (self.max_tasks is None or len(pending) < self.max_tasks):
                 i = waiting.popleft()
-                pending[start_task(f"{ctx.stage}:{jobs[i].name}", jobs[i].fn, *jobs[i].args)] = i
+                pending[submit_task(f"{ctx.stage}:{jobs[i].name}", jobs[i].fn, *jobs[i].args)] = i
 
         submit()
         with self._progress() as progress:
@@ -366,7 +366,7 @@ class _PlanTasks:
         results = []
         for i in range(len(items)):
             for j in range(i + len(in_flight), min(i + window, len(items))):
-                in_flight.append(start_task(f"{label}:{j}", fn, items[j]))
+                in_flight.append(submit_task(f"{label}:{j}", fn, items[j]))
             try:
                 result = ray.get(in_flight.popleft())
             except ray.exceptions.RayError as err:
@@ -419,7 +419,7 @@ class _StageRun:
         return results
 
     def call(self, point: str, fn: Callable[..., Any], *args: Any) -> Any:
-        return ray.get(start_task(point, fn, *args))
+        return ray.get(submit_task(point, fn, *args))
 
     def say(self, text: str) -> None:
         self._ex.console.print(text, highlight=False, markup=False)

@@ -21,8 +21,9 @@ is on S3 before the recipe validates; ``recipe_file.local_start_settings`` reads
 The two threads share one interpreter lock. ``ray.init`` is mostly short sleeps (polling
 for the GCS's port file, the raylet's registration) each followed by a little Python, and
 a thread that wakes from a sleep waits for the lock until the holder's switch interval
-(5 ms by default) is up; the plan thread holds it for whole intervals. So ``start`` runs
-with a 1 ms interval (``START_SWITCH_INTERVAL``) and puts the process's own back after.
+(5 ms by default) is up whenever the plan thread holds it. So ``start`` (Ray's start, the
+plan and the warm-up) runs with a 1 ms interval (``START_SWITCH_INTERVAL``) and puts the
+process's own back once the last ``start`` running returns.
 Measured on this machine with a thread spinning beside it, ``ray.init`` took 1.34-1.58 s
 at 5 ms and 0.85-0.87 s at 1 ms (0.70 s alone); on the bench recipe, 15 interleaved runs
 each way gave 3.07 s outside tasks on average against 3.18 s.
@@ -32,10 +33,11 @@ Ray itself is started, joined and stopped by ``session``; ``executor`` runs the 
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -76,13 +78,31 @@ def start(prepare: Prepare, workers: int | None = None, address: str | None = No
     without importing pandas (``storage/pandas_probe.py``: 0.37 s of CPU a process where pandas
     is installed); a user's stage, which may convert pandas objects, keeps pyarrow's own probe.
     """
-    previous = sys.getswitchinterval()
-    sys.setswitchinterval(min(previous, START_SWITCH_INTERVAL))  # Ray's start beside the plan thread
-    try:
+    with _short_switch_interval():
         return _start(prepare, workers, address, console=console, quiet=quiet, only=only, until=until,
                       own_process=own_process)
+
+
+_SWITCH_LOCK = threading.Lock()
+_switching: list[float] = []
+"""The process's own switch interval while any ``start`` runs (one entry per ``start`` running)."""
+
+
+@contextlib.contextmanager
+def _short_switch_interval() -> Iterator[None]:
+    """``START_SWITCH_INTERVAL`` while the block runs; starts in several threads at once put the
+    process's own interval back when the last of them ends."""
+    with _SWITCH_LOCK:
+        own = _switching[0] if _switching else sys.getswitchinterval()
+        _switching.append(own)
+        sys.setswitchinterval(min(own, START_SWITCH_INTERVAL))
+    try:
+        yield
     finally:
-        sys.setswitchinterval(previous)
+        with _SWITCH_LOCK:
+            _switching.pop()
+            if not _switching:
+                sys.setswitchinterval(own)
 
 
 def _start(prepare: Prepare, workers: int | None, address: str | None, *, console: Console | None,

@@ -1,4 +1,4 @@
-"""What a worker runs: every task's wrapper and the warm-up before a run's first task.
+"""Every task's wrapper and the warm-up before a run's first task, and their submission.
 
 Ray ships a remote function with cloudpickle, and with it, by reference, each module-level
 function and module the function uses: a worker imports the modules those live in before
@@ -30,6 +30,7 @@ RUNTIME_KEYS = ("node", "memory", TASK_TIME)
 
 
 def import_modules(modules: Sequence[str]) -> None:
+    """Import each of ``modules`` (the driver's and each worker's imports before a run's first task)."""
     for module in modules:
         importlib.import_module(module)
 
@@ -63,6 +64,6 @@ def _remote(point: str, fn: Callable[..., Any], *args: Any) -> Any:
     return result
 
 
-def start_task(point: str, fn: Callable[..., Any], *args: Any) -> ray.ObjectRef:
+def submit_task(point: str, fn: Callable[..., Any], *args: Any) -> ray.ObjectRef:
     """``fn(*args)`` as a Ray task named after its checkpoint ``point`` (``stage:task``)."""
     return _remote.options(name=point).remote(point, fn, *args)
