@@ -38,6 +38,22 @@ def test_files_read_as_one_table_in_order_a_missing_column_null(tmp_path):
         read_parquet_files([])
 
 
+def test_many_files_read_at_once_come_back_in_the_order_given(tmp_path):
+    """More files than ``READ_THREADS``, the first ones the largest (read last if order followed
+    completion), and a missing file raises as it did read one at a time."""
+    from codecorpus.storage import parquet
+
+    paths = []
+    for i in range(3 * parquet.READ_THREADS):
+        paths.append(tmp_path / f"part-{i:05d}.parquet")
+        rows = 50_000 if i < parquet.READ_THREADS else 1
+        write_parquet(paths[-1], pa.table({"shard": pa.array([i] * rows, pa.int64())}))
+    shards = read_parquet_files(paths, ["shard"]).column("shard").to_numpy()
+    assert [int(v) for v in dict.fromkeys(shards)] == list(range(len(paths)))
+    with pytest.raises(FileNotFoundError):
+        read_parquet_files([*paths, tmp_path / "missing.parquet"])
+
+
 def test_files_whose_column_types_differ_read_as_the_wider_type(tmp_path):
     narrow, wide = tmp_path / "a.parquet", tmp_path / "b.parquet"
     write_parquet(narrow, pa.table({"id": pa.array([1, 2], pa.int32())}))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
@@ -43,12 +44,25 @@ def read_parquet(path: Path, columns: Sequence[str] | None = None) -> pa.Table:
         return file.read(columns=columns)
 
 
+READ_THREADS = 4
+"""Files ``read_parquet_files`` opens and reads at once: opening a file (its footer) and decoding
+it run mostly outside the interpreter lock, and a file missing from the mirror is fetched from
+the S3 store meanwhile. The report's reads of an 8x bench run (1,308 files) took 1.06-1.08 s
+with 4 threads against 1.24-1.43 s one at a time."""
+
+
 def read_parquet_files(paths: Sequence[Path], columns: Sequence[str] | None = None) -> pa.Table:
     """Run files of one kind as one table, in the order given; a column a file lacks is null there,
-    and a column whose type differs between files takes the wider type (int32 and int64: int64)."""
+    and a column whose type differs between files takes the wider type (int32 and int64: int64).
+
+    For the driver's reads (the report): up to ``READ_THREADS`` files are read at once."""
     if not paths:
         raise ValueError("read_parquet_files: no files to read")
-    return pa.concat_tables([read_parquet(p, columns) for p in paths], promote_options="permissive")
+    if len(paths) == 1:
+        return read_parquet(paths[0], columns)
+    with ThreadPoolExecutor(min(READ_THREADS, len(paths)), thread_name_prefix="codecorpus-read") as pool:
+        tables = list(pool.map(lambda path: read_parquet(path, columns), paths))
+    return pa.concat_tables(tables, promote_options="permissive")
 
 
 def parquet_schema(path: Path) -> pa.Schema:
