@@ -57,7 +57,32 @@ START_SWITCH_INTERVAL = 0.001
 Prepare = Callable[[], "tuple[Recipe, Path]"]
 """What ``start`` runs beside Ray's start: the recipe, loaded and checked, and its run directory."""
 
+_SWITCH_LOCK = threading.Lock()
+_starts_running = 0
+_own_interval = 0.0
+"""The process's switch interval before the first of the ``start`` calls running now."""
 
+
+@contextlib.contextmanager
+def _short_switch_interval() -> Iterator[None]:
+    """``START_SWITCH_INTERVAL`` while the block runs; starts in several threads at once put the
+    process's own interval back when the last of them ends."""
+    global _starts_running, _own_interval
+    with _SWITCH_LOCK:
+        if not _starts_running:
+            _own_interval = sys.getswitchinterval()
+            sys.setswitchinterval(min(_own_interval, START_SWITCH_INTERVAL))
+        _starts_running += 1
+    try:
+        yield
+    finally:
+        with _SWITCH_LOCK:
+            _starts_running -= 1
+            if not _starts_running:
+                sys.setswitchinterval(_own_interval)
+
+
+@_short_switch_interval()
 def start(prepare: Prepare, workers: int | None = None, address: str | None = None, *,
           console: Console | None = None, quiet: bool = False, only: str | None = None,
           until: str | None = None, own_process: bool = False) -> Executor:
@@ -78,35 +103,6 @@ def start(prepare: Prepare, workers: int | None = None, address: str | None = No
     without importing pandas (``storage/pandas_probe.py``: 0.37 s of CPU a process where pandas
     is installed); a user's stage, which may convert pandas objects, keeps pyarrow's own probe.
     """
-    with _short_switch_interval():
-        return _start(prepare, workers, address, console=console, quiet=quiet, only=only, until=until,
-                      own_process=own_process)
-
-
-_SWITCH_LOCK = threading.Lock()
-_switching: list[float] = []
-"""The process's own switch interval while any ``start`` runs (one entry per ``start`` running)."""
-
-
-@contextlib.contextmanager
-def _short_switch_interval() -> Iterator[None]:
-    """``START_SWITCH_INTERVAL`` while the block runs; starts in several threads at once put the
-    process's own interval back when the last of them ends."""
-    with _SWITCH_LOCK:
-        own = _switching[0] if _switching else sys.getswitchinterval()
-        _switching.append(own)
-        sys.setswitchinterval(min(own, START_SWITCH_INTERVAL))
-    try:
-        yield
-    finally:
-        with _SWITCH_LOCK:
-            _switching.pop()
-            if not _switching:
-                sys.setswitchinterval(own)
-
-
-def _start(prepare: Prepare, workers: int | None, address: str | None, *, console: Console | None,
-           quiet: bool, only: str | None, until: str | None, own_process: bool) -> Executor:
     owns_ray = not ray.is_initialized()
     ray_ready, specs_known = threading.Event(), threading.Event()
     made: dict[str, Any] = {}
