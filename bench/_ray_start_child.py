@@ -3,7 +3,8 @@
 argv: a JSON object {"env": {...}, "patch": [...], "system_config": {...}, "check": bool,
 "cpus": int (default: every core), "store_bytes": int (default: 256 MiB), "exit_now": bool}. Prints one JSON line: import, start
 (init + one trivial task per CPU) and shutdown seconds. ``exit_now`` ends the process as the
-``codecorpus`` command does (``os._exit`` once Ray is stopped: no interpreter finalization).
+``codecorpus`` command does (``os._exit`` once Ray is stopped: no interpreter finalization;
+with the ``tuned`` patch, Ray stopped by ``session.end_ray_for_exit`` as the command stops it).
 """
 
 from __future__ import annotations
@@ -117,7 +118,12 @@ if spec.get("check"):
     result["put_bytes_ok"] = ray.get(ray.put(blob)) == blob
     result["session"] = ray._private.worker._global_node.get_session_dir_path()
     t1 = time.perf_counter()
-ray.shutdown()
+if spec.get("exit_now") and "tuned" in patches:  # Ray stopped as the command stops it before its exit
+    from codecorpus.runtime.session import end_ray_for_exit
+
+    end_ray_for_exit()
+else:
+    ray.shutdown()
 result["shutdown"] = time.perf_counter() - t1
 print(json.dumps(result), flush=True)
 if spec.get("exit_now"):

@@ -83,7 +83,7 @@ def run(
         _fail(str(err))
     # the report reads files only: a Ray this command started stops meanwhile
     finished = time.perf_counter()
-    stopping = stop_ray_in_background() if executor.owns_ray else None
+    stopping = stop_ray_in_background(exiting=_OWN_PROCESS) if executor.owns_ray else None
     report_seconds = write_run_report(executor.run.root, quiet)
     print_summary(result)
     resumed = resume_line(result)
@@ -408,8 +408,8 @@ notebook that calls ``app`` keeps pyarrow's own."""
 
 def main() -> None:
     """The console entry point: the command, then a Ray it started stopped at once (Ray's own
-    exit hook would first sleep 0.5 s for late error messages that ``log_to_driver=False`` drops),
-    then the process's exit (``exit_now``)."""
+    exit hook would first sleep 0.5 s for late error messages that ``log_to_driver=False`` drops;
+    ``session.end_ray_for_exit``), then the process's exit (``exit_now``)."""
     global _OWN_PROCESS
     _OWN_PROCESS = True
     code: int | str | None = 0
@@ -420,7 +420,7 @@ def main() -> None:
     finally:
         session = sys.modules.get("codecorpus.runtime.session")
         if session is not None:
-            session.stop_ray()
+            session.end_ray_for_exit()
     exit_now(code)
 
 

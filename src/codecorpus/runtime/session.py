@@ -18,6 +18,12 @@ WORKER_NICENESS_ENV = "RAY_worker_niceness"
 """Ray's setting (read when it starts workers) of its workers' nice value; set it to override."""
 
 
+_local_node_started = False
+"""Whether ``init_ray`` started a local Ray in this process (not joined one)."""
+_ended_for_exit = False
+"""Whether ``end_ray_for_exit`` has ended that Ray's processes: this process exits next."""
+
+
 class PipelineError(RuntimeError):
     """A task failed after its retries; the message names the stage, the shard and the error."""
 
@@ -28,10 +34,11 @@ def init_ray(workers: int | None, address: str | None, object_store_bytes: int =
     An already-initialized Ray with the same CPU count is reused (tests run many
     pipelines in one process); a different one is shut down first.
     """
+    global _local_node_started
     if ray.is_initialized():
         if address or workers is None or int(ray.cluster_resources().get("CPU", 0)) == workers:
             return
-        ray.shutdown()
+        stop_ray()
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     # Ray starts workers at nice 15; they do all of a run's work, so they get the CPU a
     # process of the user's normally gets (datatrove's and Megatron's workers run at 0)
@@ -58,18 +65,45 @@ def init_ray(workers: int | None, address: str | None, object_store_bytes: int =
             _node_ip_address="127.0.0.1",
             log_to_driver=False,
         )
+    _local_node_started = True
 
 
 def stop_ray() -> None:
     """Stop (or leave) this process's Ray, if it runs."""
-    if ray.is_initialized():
+    global _local_node_started
+    if ray.is_initialized() and not _ended_for_exit:
         ray.shutdown()
+        _local_node_started = False
 
 
-def stop_ray_in_background() -> Future[None]:
+def end_ray_for_exit() -> None:
+    """Stop Ray for a process that ends next with ``os._exit`` (the ``codecorpus`` command).
+
+    A local Ray that ``init_ray`` started has its processes (raylet, workers, GCS, agents)
+    ended as ``ray.shutdown`` ends them, but this process's own connection to them is left to
+    the exit: ``ray.shutdown`` first tears that connection down, and the teardown waits out
+    its gRPC poll threads' fixed 250 ms deadline. Measured here (2 CPUs): 0.39-0.42 s for
+    ``ray.shutdown``, 0.09-0.14 s this way. Ray stays initialized in this process, and
+    ``stop_ray`` does nothing after it. A joined cluster is left as ``stop_ray`` leaves it.
+    """
+    global _ended_for_exit
+    if _ended_for_exit:
+        return
+    node = ray._private.worker._global_node
+    if not (_local_node_started and ray.is_initialized() and node is not None):
+        stop_ray()
+        return
+    _ended_for_exit = True
+    if node.is_head():
+        node.destroy_external_storage()  # objects spilled to disk, as ``ray.shutdown`` removes them
+    node.kill_all_processes(check_alive=False, allow_graceful=True)
+
+
+def stop_ray_in_background(exiting: bool = False) -> Future[None]:
     """``stop_ray`` in a daemon thread, so the driver's own work after the last task (the report,
-    the summary) runs beside Ray's shutdown; the future is done once Ray is stopped."""
-    return in_thread("codecorpus-ray-stop", stop_ray)
+    the summary) runs beside Ray's shutdown; the future is done once Ray is stopped.
+    ``exiting``: the process ends with ``os._exit`` once the future is done (``end_ray_for_exit``)."""
+    return in_thread("codecorpus-ray-stop", end_ray_for_exit if exiting else stop_ray)
 
 
 def in_thread(name: str, fn: Callable[..., None], *args: Any) -> Future[None]:
