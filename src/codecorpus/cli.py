@@ -153,18 +153,19 @@ def print_timing(result: RunResult, before_ray: float, start_up: float, end: flo
     driver still had to do after it (the recipe's plan and the stages' modules run beside Ray's
     start; the pipeline waits for the later of the two). A stage's share outside tasks is its
     wall time less its task seconds spread over the run's CPUs (scheduling, barriers waiting on
-    the last task, reading results); the pipeline's own checks before its first stage count
-    with the stages. ``end`` is the report and the summary beside Ray's stop. The parts add up to
+    the last task, reading results); the stages' total is the pipeline's wall time less all
+    their task seconds over the CPUs, its own checks before the first stage included. ``end`` is the report and the summary beside Ray's stop. The parts add up to
     the wall time less the task seconds over the CPUs, as ``bench/e2e_vs_datatrove.py`` measures
     it from outside the process.
     """
     cpus = max(result.cpus, 1)
     lines = [f"time on {cpus} CPUs, start-up {start_up:.1f} s (before Ray {before_ray:.1f}, Ray "
              f"{result.ray_seconds:.1f}, plan {result.plan_seconds:.1f} beside it):"]
-    stages_outside = max(result.seconds - sum(st.seconds for st in result.stages), 0.0)  # before the first stage
+    # over the whole pipeline: a stage's first tasks may run before it begins, in the stage before
+    # it (``Executor.follower_of``), so a stage's own share can be below 0 and is shown as 0
+    stages_outside = max(result.seconds - sum(st.task_seconds for st in result.stages) / cpus, 0.0)
     for st in result.stages:
         outside = max(st.seconds - st.task_seconds / cpus, 0.0)
-        stages_outside += outside
         share = outside / st.seconds if st.seconds > 0 else 0.0
         lines.append(f"  {st.name:<14}{st.seconds:7.1f} s wall{st.task_seconds:8.1f} task-s{st.cpu_seconds:7.1f} CPU-s"
                      f"{share:6.0%} outside")

@@ -87,17 +87,28 @@ def _signature_job(run: StageRun, i: int) -> Job:
     return Job(name, tasks.scatter_task, (ctx, "sig", i, upstream, fn), _part(run, upstream, i))
 
 
+def _fork_keys_job(run: StageRun, i: int) -> Job:
+    from codecorpus.dedup import forks
+    from codecorpus.pipeline import tasks
+
+    fn = functools.partial(forks.keys, cfg=run.cfg)
+    return Job(f"fkeys-{schema.shard_name(i)}", tasks.scatter_task, (run.task, "fkeys", i, run.upstream, fn),
+               _part(run, run.upstream, i))
+
+
+def dedup_head(run: StageRun) -> functools.partial:
+    """The stage's first phase, shard by shard: fork keys with forks on, else signatures; each
+    reads the upstream's part ``i`` alone."""
+    return functools.partial(_fork_keys_job if run.cfg.forks.enabled else _signature_job, run)
+
+
 def _fork_phases(run: StageRun, n: int) -> None:
     """fkeys (per shard) -> fcount (per hash bucket) -> fedges (per repo bucket) -> fdecide (one task)."""
     from codecorpus.dedup import forks
     from codecorpus.pipeline import tasks
 
-    cfg, ctx, upstream, b = run.cfg, run.task, run.upstream, run.cfg.buckets
-    run.run_phase("dedup: fork keys", [
-        Job(f"fkeys-{schema.shard_name(i)}", tasks.scatter_task,
-            (ctx, "fkeys", i, upstream, functools.partial(forks.keys, cfg=cfg)), _part(run, upstream, i))
-        for i in range(n)
-    ])
+    cfg, ctx, b = run.cfg, run.task, run.cfg.buckets
+    run.run_phase("dedup: fork keys", [_fork_keys_job(run, i) for i in range(n)])
     run.run_phase("dedup: fork count", [
         Job(f"fcount-p{p:05d}", tasks.reduce_task, (ctx, "fcount", "fkeys", p, n, functools.partial(forks.count, cfg=cfg)))
         for p in range(b)
@@ -112,4 +123,4 @@ def _fork_phases(run: StageRun, n: int) -> None:
     ])
 
 
-DEDUP = StageSpec("dedup", "global", DedupConfig, phases=dedup_phases, modules=TASK_MODULES)
+DEDUP = StageSpec("dedup", "global", DedupConfig, phases=dedup_phases, head=dedup_head, modules=TASK_MODULES)

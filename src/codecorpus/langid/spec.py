@@ -20,17 +20,23 @@ TASK_MODULES = ("codecorpus.langid.stage", "codecorpus.pipeline.tasks")
 """Imported when the phases run, not when the stage is declared (``StageSpec.modules``)."""
 
 
+def scan_job(run: StageRun, i: int) -> Job:
+    """The scan task of shard ``i``: it reads the upstream's part ``i`` alone (the stage's head)."""
+    from codecorpus.langid import stage
+    from codecorpus.pipeline import tasks
+
+    fn = functools.partial(stage.scan, cfg=run.cfg)
+    return Job(f"scan-{schema.shard_name(i)}", tasks.scatter_task, (run.task, "scan", i, run.upstream, fn),
+               (str(run.run.part(run.upstream, i)),))
+
+
 def langid_phases(run: StageRun) -> list[dict[str, Any]]:
     from codecorpus.langid import stage
     from codecorpus.pipeline import tasks
 
     cfg, ctx, upstream = run.cfg, run.task, run.upstream
     n = run.shard_count(upstream)
-    run.run_phase("langid: scan", [
-        Job(f"scan-{schema.shard_name(i)}", tasks.scatter_task,
-            (ctx, "scan", i, upstream, functools.partial(stage.scan, cfg=cfg)), (str(run.run.part(upstream, i)),))
-        for i in range(n)
-    ])
+    run.run_phase("langid: scan", [scan_job(run, i) for i in range(n)])
     run.run_phase("langid: vote", [
         Job("vote-p00000", tasks.reduce_task,
             (ctx, "vote", "scan", stage.COUNTS_PARTITION, n, functools.partial(stage.decide_shards, cfg=cfg, n_shards=n)))
@@ -43,4 +49,5 @@ def langid_phases(run: StageRun) -> list[dict[str, Any]]:
     ])
 
 
-LANGID = StageSpec("langid", "global", LangidConfig, phases=langid_phases, modules=TASK_MODULES)
+LANGID = StageSpec("langid", "global", LangidConfig, phases=langid_phases,
+                   head=lambda run: functools.partial(scan_job, run), modules=TASK_MODULES)

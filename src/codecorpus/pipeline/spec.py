@@ -157,6 +157,10 @@ def _no_parts(recipe: Recipe) -> list[Any]:
     return []
 
 
+def _never(recipe: Recipe) -> bool:
+    return False
+
+
 def _default_config(recipe: Recipe, name: str) -> Any:
     return getattr(recipe.stages, name, None)
 
@@ -197,6 +201,18 @@ class StageSpec:
     the stages before, and the stage waits for it before it begins (``Executor.prefetch``),
     so the workers do not idle while the driver builds it then. Only a head start: when it
     failed, the stage does the same work itself and meets the error there."""
+    head: Callable[[StageRun], Callable[[int], Job] | None] | None = None
+    """Global and sink kinds: the stage's first phase where it is one job per upstream shard and
+    job ``i`` reads the upstream's part ``i`` and nothing else of the upstream: ``head(run)``
+    returns the job of shard ``i``, or None when this recipe's first phase needs the whole
+    upstream. ``run`` may not ask for the upstream's stats or shard count: the executor builds
+    the head while the upstream stage runs, and starts shard ``i``'s job as soon as the
+    upstream's task ``i`` is done (``Executor.run_jobs``). The stage's own ``phases`` must build
+    the same jobs (the same names); they find them running or done. None: the stage starts
+    when the upstream stage has ended. Map kinds have a head without declaring it: their map job."""
+    map_needs_upstream: Callable[[Recipe], bool] = _never
+    """Map kinds: whether building ``map_fn`` reads the whole upstream (tokenize training its
+    tokenizer on it): its shards then wait for the upstream stage's end, not for their own shard."""
     modules: tuple[str, ...] = field(default=())
     """The task-body modules the stage's functions import when they run, not when the spec is
     declared (so checking a recipe imports no stage's dependencies): ``imports()``."""

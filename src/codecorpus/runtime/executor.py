@@ -17,6 +17,7 @@ wrapper and the warm-up, all a worker imports of the runtime), the only modules 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import threading
 import time
@@ -130,6 +131,14 @@ class Executor:
         self._plan_seconds = 0.0
         self.ray_seconds = 0.0
         self._prefetched: dict[str, Future[None]] = {}
+        self._next: dict[str, str] = {}
+        """The stage run after each selected stage in this run."""
+        self._ahead: dict[str, dict[str, ray.ObjectRef]] = {}
+        """Per stage, its head jobs started before it began (``_Follower``), by job name."""
+        self._ahead_running: set[ray.ObjectRef] = set()
+        """Those of them not known to be done: they count against ``max_tasks``."""
+        self._prepared: set[str] = set()
+        """Stages whose directory was prepared before they began (their head started early)."""
         self.ray_ready = threading.Event()
         """Set once Ray's start has returned: planning that needs tasks waits on it when it runs
         beside that start (``launch.start``)."""
@@ -161,12 +170,17 @@ class Executor:
             atomic_write_bytes(self.run.recipe, recipe_to_yaml(self.recipe).encode())
         except OutputWriteError as err:
             raise PipelineError(str(err)) from None
-        for name in selected:
-            s0 = time.perf_counter()
-            ran, skipped = self._run_stage(self.specs[name])
-            stats = json.loads(ensure_local(self.run.stats(name)).read_text())
-            wall, cpu = self._task_seconds.get(name, (0.0, 0.0))
-            result.stages.append(StageOutcome(name, stats, time.perf_counter() - s0, skipped, ran, wall, cpu))
+        self._next = dict(itertools.pairwise(selected))
+        try:
+            for name in selected:
+                s0 = time.perf_counter()
+                ran, skipped = self._run_stage(self.specs[name])
+                stats = json.loads(ensure_local(self.run.stats(name)).read_text())
+                wall, cpu = self._task_seconds.get(name, (0.0, 0.0))
+                result.stages.append(StageOutcome(name, stats, time.perf_counter() - s0, skipped, ran, wall, cpu))
+        except BaseException:  # a stage started early does not run on past its run
+            self._stop_ahead()
+            raise
         result.seconds = time.perf_counter() - t0
         return result
 
@@ -178,19 +192,15 @@ class Executor:
         if prefetched is not None:
             prefetched.exception()  # waits; when it failed, the stage meets (and reports) the error itself
         self._require_upstream(spec)
-        self._prepare_stage_dir(spec)
+        if spec.name not in self._prepared:  # else its early tasks may be writing there now
+            self._prepare_stage_dir(spec)
         stage = self.stage_run(spec.name)
         try:
             if spec.kind == "source":
                 results = stage.run_tasks(spec.name, spec.source_jobs(stage))
             elif spec.kind in MAP_KINDS:
-                fn = spec.map_fn(stage)
-                jobs = [
-                    Job(schema.shard_name(i), tasks.map_task, (stage.task, i, stage.upstream, fn),
-                        (str(self.run.part(stage.upstream, i)),))
-                    for i in range(stage.shard_count(stage.upstream))
-                ]
-                results = stage.run_tasks(spec.name, jobs)
+                job = _map_head(stage, spec.map_fn(stage))
+                results = stage.run_tasks(spec.name, [job(i) for i in range(stage.shard_count(stage.upstream))])
             else:
                 results = spec.phases(stage)
         except PipelineError:  # a stopped run leaves no partial file on this node
@@ -274,52 +284,139 @@ class Executor:
                  "memory": self._memory.pop(stage, memory.StageMemory()).summary()}
         atomic_write_bytes(self.run.stats(stage), json.dumps(stats, indent=2, sort_keys=True).encode())
 
-    def run_jobs(self, label: str, jobs: Sequence[Job], ctx: TaskContext) -> tuple[int, int, list[dict]]:
+    def follower_of(self, stage: str, outputs: Sequence[Job]) -> _Follower | None:
+        """The stage after ``stage`` in this run, when its first phase can start shard by shard as
+        these output tasks of ``stage`` (job ``i`` writes part ``i``) finish: its head
+        (``StageSpec.head``; a map stage's map job), with its directory prepared now.
+
+        None when there is no such stage, when its head needs the whole upstream, or when its
+        driver-side work (``prefetch``) is not ready yet: it then starts when ``stage`` ends.
+        """
+        name = self._next.get(stage)
+        if name is None or name in self._prepared or self.upstream_of(name) != stage:
+            return None
+        if any(job.name != schema.shard_name(i) for i, job in enumerate(outputs)):
+            return None
+        spec = self.specs[name]
+        prefetched = self._prefetched.get(name)
+        if prefetched is not None and (not prefetched.done() or prefetched.exception() is not None):
+            return None
+        run = self.stage_run(name)
+        if spec.kind in MAP_KINDS:
+            head = None if spec.map_needs_upstream(self.recipe) else _map_head(run, spec.map_fn(run))
+        else:
+            head = spec.head(run) if spec.head is not None else None
+        if head is None:
+            return None
+        self._prepare_stage_dir(spec)
+        self._prepared.add(name)
+        return _Follower(run.task, head)
+
+    def run_jobs(self, label: str, jobs: Sequence[Job], ctx: TaskContext,
+                 follower: _Follower | None = None) -> tuple[int, int, list[dict]]:
         """Run jobs on Ray, skipping those whose marker holds the stage hash.
 
-        Results come back in job order whatever order the tasks finish in.
+        Results come back in job order whatever order the tasks finish in. A job started
+        before its stage began (a ``follower``'s) is waited for, not started again. With a
+        ``follower``, the next stage's head job of shard ``i`` starts as soon as job ``i`` is
+        done (or at once when its marker was found), after this phase's own jobs are started;
+        in a run capped by ``max_tasks``, those not started by the phase's end are left to their stage.
         """
-        from codecorpus.pipeline import tasks
+        results, pending = self._known_results(label, jobs, ctx)
+        skipped = sum(result is not None for result in results)
+        running = set(pending.values())
+        waiting = heaviest_first(jobs, [i for i, result in enumerate(results) if result is None and i not in running])
+        ready = deque(i for i, result in enumerate(results) if result is not None) if follower else deque()
 
-        results: list[dict | None] = [None] * len(jobs)
-        for i, job in enumerate(jobs):
-            marker = tasks.read_marker(ctx, job.name)
-            if marker is not None:
-                results[i] = marker["stats"]
-        waiting = heaviest_first(jobs, [i for i, result in enumerate(results) if result is None])
-        skipped = len(jobs) - len(waiting)
-        pending: dict[ray.ObjectRef, int] = {}
+        def room() -> bool:
+            return self.max_tasks is None or len(pending) + len(self._ahead_running) < self.max_tasks
 
         def submit() -> None:
-            while waiting and (self.max_tasks is None or len(pending) < self.max_tasks):
+            while waiting and room():
                 i = waiting.popleft()
                 pending[submit_task(f"{ctx.stage}:{jobs[i].name}", jobs[i].fn, *jobs[i].args)] = i
+            while follower is not None and ready and not waiting and room():
+                self._start_ahead(follower, ready.popleft())
 
         submit()
         with self._progress() as progress:
             bar = progress.add_task(label, total=len(jobs), completed=skipped, rate="")
             rate = _Rate()
             while pending:
-                done, _ = ray.wait(list(pending), num_returns=1)
+                done, _ = ray.wait([*pending, *self._ahead_running], num_returns=1)
+                if done[0] not in pending:  # a next stage's job: its stage reads it
+                    self._ahead_running.discard(done[0])
+                    submit()
+                    continue
                 i = pending.pop(done[0])
                 try:
-                    results[i] = ray.get(done[0])
+                    results[i] = self._collect(label, ctx.stage, jobs[i].name, done[0], rate)
                 except ray.exceptions.RayError as err:
                     _stop(list(pending))
+                    self._stop_ahead()
                     raise PipelineError(_task_failure(ctx.stage, jobs[i], err)) from None
-                measured = None
-                if isinstance(results[i], dict):
-                    measured = results[i].pop("memory", None)
-                    wall, cpu = results[i].pop(TASK_TIME, (0.0, 0.0))
-                    spent = self._task_seconds.setdefault(ctx.stage, [0.0, 0.0])
-                    spent[0] += wall
-                    spent[1] += cpu
-                    rate.add(results[i])
-                self._memory.setdefault(ctx.stage, memory.StageMemory()).add(label, jobs[i].name, measured)
+                if follower is not None:
+                    ready.append(i)
                 checkpoint(f"after:{ctx.stage}:{jobs[i].name}")
                 progress.update(bar, advance=1, rate=rate.text())
                 submit()
         return len(jobs) - skipped, skipped, [r for r in results if r is not None]
+
+    def _known_results(self, label: str, jobs: Sequence[Job],
+                       ctx: TaskContext) -> tuple[list[dict | None], dict[ray.ObjectRef, int]]:
+        """The stats of the jobs whose marker holds the stage hash, and the jobs started before
+        the stage began (``_Follower``), running or done: what ``run_jobs`` does not start."""
+        from codecorpus.pipeline import tasks
+
+        results: list[dict | None] = [None] * len(jobs)
+        pending: dict[ray.ObjectRef, int] = {}
+        started = self._ahead.pop(ctx.stage, {})
+        for i, job in enumerate(jobs):
+            ref = started.pop(job.name, None)
+            if ref is not None:
+                pending[ref] = i
+                self._ahead_running.discard(ref)
+                continue
+            marker = tasks.read_marker(ctx, job.name)
+            if marker is not None:
+                results[i] = marker["stats"]
+        if started:
+            _stop([*started.values(), *pending])
+            raise tasks.InvariantError(
+                f"stage {ctx.stage} started {', '.join(sorted(started))} ahead, as its head, and its phase {label} "
+                "has no such jobs: its StageSpec.head and its first phase differ")
+        return results, pending
+
+    def _collect(self, label: str, stage: str, name: str, ref: ray.ObjectRef, rate: _Rate) -> dict:
+        """A finished task's stats; its time and memory, which the runtime adds, go to the stage's totals."""
+        result = ray.get(ref)
+        measured = None
+        if isinstance(result, dict):
+            measured = result.pop("memory", None)
+            wall, cpu = result.pop(TASK_TIME, (0.0, 0.0))
+            spent = self._task_seconds.setdefault(stage, [0.0, 0.0])
+            spent[0] += wall
+            spent[1] += cpu
+            rate.add(result)
+        self._memory.setdefault(stage, memory.StageMemory()).add(label, name, measured)
+        return result
+
+    def _start_ahead(self, follower: _Follower, shard: int) -> None:
+        """Start the follower's head job of ``shard`` unless its marker shows it done."""
+        from codecorpus.pipeline import tasks
+
+        job = follower.head(shard)
+        if tasks.read_marker(follower.ctx, job.name) is not None:
+            return
+        ref = submit_task(f"{follower.ctx.stage}:{job.name}", job.fn, *job.args)
+        self._ahead.setdefault(follower.ctx.stage, {})[job.name] = ref
+        self._ahead_running.add(ref)
+
+    def _stop_ahead(self) -> None:
+        refs = [ref for started in self._ahead.values() for ref in started.values()]
+        self._ahead.clear()
+        self._ahead_running.clear()
+        _stop(refs)
 
     def _progress(self) -> Progress:
         return Progress(
@@ -414,7 +511,7 @@ class _StageRun:
         return self._ex.run_jobs(label, jobs, self.task)[2]
 
     def run_tasks(self, label: str, jobs: Sequence[Job]) -> list[dict[str, Any]]:
-        ran, skipped, results = self._ex.run_jobs(label, jobs, self.task)
+        ran, skipped, results = self._ex.run_jobs(label, jobs, self.task, self._ex.follower_of(self.name, jobs))
         self.ran, self.skipped = self.ran + ran, self.skipped + skipped
         return results
 
@@ -426,6 +523,27 @@ class _StageRun:
 
     def warn(self, text: str) -> None:
         self._ex.console.print(f"[yellow]{text}[/]", highlight=False)
+
+
+@dataclass(frozen=True)
+class _Follower:
+    """The next stage's head (``StageSpec.head``), started shard by shard as its upstream's
+    output tasks finish: a barrier between the two stages' per-shard phases costs the
+    workers the last tasks' tail and a round trip, at every stage boundary."""
+
+    ctx: TaskContext
+    head: Callable[[int], Job]
+
+
+def _map_head(stage: _StageRun, fn: Callable[..., Any]) -> Callable[[int], Job]:
+    """A map stage's job of shard ``i``: ``fn`` over the upstream's part ``i``."""
+    from codecorpus.pipeline import tasks
+
+    def job(i: int) -> Job:
+        return Job(schema.shard_name(i), tasks.map_task, (stage.task, i, stage.upstream, fn),
+                   (str(stage.run.part(stage.upstream, i)),))
+
+    return job
 
 
 def heaviest_first(jobs: Sequence[Job], waiting: Iterable[int]) -> deque[int]:

@@ -60,5 +60,10 @@ def tokenizer_parts(recipe: Any) -> list[Any]:
     return [recipe.tokenizer]
 
 
+def trains_tokenizer(recipe: Any) -> bool:
+    """A ``train:`` tokenizer is trained on the whole upstream before the stage's map is built."""
+    return recipe.tokenizer.train is not None
+
+
 TOKENIZE = StageSpec("tokenize", "annotator", TokenizeConfig, map_fn=tokenize_fn, hash_parts=tokenizer_parts,
-                     modules=TASK_MODULES)
+                     map_needs_upstream=trains_tokenizer, modules=TASK_MODULES)
