@@ -55,7 +55,7 @@ def run(
         name_local_ray_auth()
     from codecorpus.recipe_file import read_recipe_file
     from codecorpus.runtime.launch import start
-    from codecorpus.runtime.session import PipelineError, stop_ray_in_background
+    from codecorpus.runtime.session import PipelineError, end_ray_for_exit, stop_ray_in_background
 
     def prepare(data: dict[str, Any]) -> tuple[Recipe, Path]:
         from codecorpus.config import load_recipe
@@ -81,9 +81,10 @@ def run(
         result = executor.run_pipeline(only=only, until=until)
     except (RecipeError, PipelineError) as err:
         _fail(str(err))
-    # the report reads files only: a Ray this command started stops meanwhile
+    # the report reads files only: a Ray this call started stops meanwhile, unless the process
+    # ends next (the command), whose Ray stops after it, in 0.1 s (``end_ray_for_exit``)
     finished = time.perf_counter()
-    stopping = stop_ray_in_background(exiting=_OWN_PROCESS) if executor.owns_ray else None
+    stopping = stop_ray_in_background() if executor.owns_ray and not _OWN_PROCESS else None
     report_seconds = write_run_report(executor.run.root, quiet)
     print_summary(result)
     resumed = resume_line(result)
@@ -91,6 +92,8 @@ def run(
         console.print(resumed, highlight=False)
     if stopping is not None:
         stopping.result()
+    elif executor.owns_ray:
+        end_ray_for_exit()
     if not quiet:
         start_up = before_ray + (finished - result.seconds - launched)  # until the pipeline began
         print_timing(result, before_ray, start_up, time.perf_counter() - finished, report_seconds)
@@ -162,7 +165,7 @@ def print_timing(result: RunResult, before_ray: float, start_up: float, end: flo
     lines = [f"time on {cpus} CPUs, start-up {start_up:.1f} s (before Ray {before_ray:.1f}, Ray "
              f"{result.ray_seconds:.1f}, plan {result.plan_seconds:.1f} beside it):"]
     # over the whole pipeline: a stage's first tasks may run before it begins, in the stage before
-    # it (``Executor.follower_of``), so a stage's own share can be below 0 and is shown as 0
+    # it (``Executor.prepare_follower``), so a stage's own share can be below 0 and is shown as 0
     stages_outside = max(result.seconds - sum(st.task_seconds for st in result.stages) / cpus, 0.0)
     for st in result.stages:
         outside = max(st.seconds - st.task_seconds / cpus, 0.0)
@@ -408,9 +411,9 @@ notebook that calls ``app`` keeps pyarrow's own."""
 
 
 def main() -> None:
-    """The console entry point: the command, then a Ray it started stopped at once (Ray's own
-    exit hook would first sleep 0.5 s for late error messages that ``log_to_driver=False`` drops;
-    ``session.end_ray_for_exit``), then the process's exit (``exit_now``)."""
+    """The console entry point: the command, then the process's exit (``exit_now``), with a Ray
+    the command started stopped just before it by ``session.end_ray_for_exit`` (Ray's own exit
+    hook would first sleep 0.5 s for late error messages, which ``log_to_driver=False`` drops)."""
     global _OWN_PROCESS
     _OWN_PROCESS = True
     code: int | str | None = 0

@@ -1,5 +1,5 @@
 """The next stage's first phase starts shard by shard as the stage before it finishes its
-shards (``Executor.follower_of``, ``StageSpec.head``): no barrier between two per-shard phases."""
+shards (``Executor.prepare_follower``, ``StageSpec.head``): no barrier between two per-shard phases."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def test_a_shards_next_job_starts_when_the_shard_is_done_and_runs_once(tmp_path,
     _, _, heads = ex.run_jobs("b", [follower.head(0), follower.head(1)], b)
     assert heads[0]["start"] < done[1]["end"]  # while stage a's last task ran: the early one, not run again
     assert heads[1]["start"] >= done[1]["end"]  # shard 1's waited for shard 1
-    assert ex._ahead == {} and ex._ahead_running == set()
+    assert ex._early == {} and ex._early_running == set()
 
 
 def test_early_jobs_count_against_the_cap(tmp_path, ray_local):
@@ -63,13 +63,23 @@ def test_early_jobs_count_against_the_cap(tmp_path, ray_local):
     assert not any(start < end for (_, end), (start, _) in itertools.pairwise(spells)), spells
 
 
+def test_a_phase_runs_its_own_jobs_whatever_early_jobs_hold_the_cap(tmp_path, ray_local):
+    ex = _executor(tmp_path, max_tasks=1)
+    a, b = _contexts(tmp_path)
+    other = tasks.TaskContext(a.run, "c", "hc")
+    ex.run_jobs("a", [Job(schema.shard_name(0), _spell, (0.0,))], a, _Follower(b, _head(1.0)))
+    assert len(ex._early_running) == 1  # b's job of shard 0 holds the one slot
+    ran, _, results = ex.run_jobs("c", [Job("c-0", _spell, (0.0,))], other)
+    assert ran == 1 and len(results) == 1
+
+
 def test_a_next_job_done_before_is_not_started_again(tmp_path, ray_local):
     ex = _executor(tmp_path)
     a, b = _contexts(tmp_path)
     tasks.write_marker(b, "head-part-00000", {"rows": 1})  # a resumed run: done under this hash
     follower = _Follower(b, _head(0.0))
     ex.run_jobs("a", [Job(schema.shard_name(i), _spell, (0.0,)) for i in range(2)], a, follower)
-    assert set(ex._ahead["b"]) == {"head-part-00001"}
+    assert set(ex._early["b"]) == {"head-part-00001"}
     _, skipped, results = ex.run_jobs("b", [follower.head(0), follower.head(1)], b)
     assert skipped == 1 and results[0] == {"rows": 1}
 
@@ -82,7 +92,7 @@ def test_a_failed_shard_stops_the_next_stages_early_jobs(tmp_path, ray_local):
     shards = [Job(schema.shard_name(0), _spell, (0.0,)), Job(schema.shard_name(1), _fails, (0.2,))]
     with pytest.raises(PipelineError, match="ZeroDivisionError"):
         ex.run_jobs("a", shards, a, follower)
-    assert ex._ahead == {}
+    assert ex._early == {}
     time.sleep(4.0)
     assert not flag.exists()  # cancelled, not left to run on
 
@@ -101,17 +111,42 @@ def test_which_stages_follow_their_upstream(tmp_path, ray_local):
     ex = _executor(tmp_path / "plain")
     ex._next = {"ingest": "langid", "langid": "filters", "filters": "dedup", "dedup": "tokenize", "tokenize": "pack"}
     outputs = [Job(schema.shard_name(i), _spell) for i in range(2)]
-    heads = {stage: ex.follower_of(stage, outputs) for stage in ex._next}
+    heads = {stage: ex.prepare_follower(stage, outputs) for stage in ex._next}
     assert {stage for stage, follower in heads.items() if follower is not None} == {"ingest", "langid", "filters", "dedup"}
     assert heads["ingest"].head(1).name == "scan-part-00001"
     assert heads["langid"].head(1).name == "part-00001"
     assert heads["filters"].head(1).name == "sig-part-00001"
-    assert ex.follower_of("ingest", outputs) is None  # langid's directory is prepared once, not under its early jobs
-    assert ex.follower_of("langid", [Job("p-0", _spell)]) is None  # outputs that are not the parts, in order
+    assert ex.prepare_follower("ingest", outputs) is None  # langid's directory is prepared once, not under its early jobs
+    fresh = _executor(tmp_path / "fresh")
+    fresh._next = {"langid": "filters"}
+    assert fresh.prepare_follower("langid", [Job("p-0", _spell)]) is None  # outputs that are not the parts, in order
+    assert fresh.prepare_follower("langid", outputs) is not None
 
     trains = _executor(tmp_path / "trains", tokenizer={"train": {"vocab_size": 512}})
     trains._next = {"dedup": "tokenize"}
-    assert trains.follower_of("dedup", outputs) is None
+    assert trains.prepare_follower("dedup", outputs) is None
     forks = _executor(tmp_path / "forks", dedup={"buckets": 4, "forks": {"enabled": True}})
     forks._next = {"filters": "dedup"}
-    assert forks.follower_of("filters", outputs).head(0).name == "fkeys-part-00000"
+    assert forks.prepare_follower("filters", outputs).head(0).name == "fkeys-part-00000"
+
+
+def test_a_run_starts_each_following_stage_early_and_writes_the_same_bytes(tmp_path, ray_local, monkeypatch):
+    """The real pipeline: langid, filters, dedup and tokenize each start shards while the stage
+    before runs, pack does not; the outputs are those of a run with no early start."""
+    from conftest import run_outputs, write_repos
+
+    corpus = write_repos(tmp_path / "corpus")
+    recipe = load_recipe_data(fixture_recipe(corpus, name="follow", seed=3))
+    early: list[str] = []
+    start = Executor._start_early
+
+    def spy(self, follower, shard):
+        early.append(follower.ctx.stage)
+        start(self, follower, shard)
+
+    monkeypatch.setattr(Executor, "_start_early", spy)
+    Executor(recipe, tmp_path / "early", quiet=True).run_pipeline()
+    assert set(early) == {"langid", "filters", "dedup", "tokenize"}
+    monkeypatch.setattr(Executor, "prepare_follower", lambda self, stage, outputs: None)
+    Executor(recipe, tmp_path / "barriers", quiet=True).run_pipeline()
+    assert run_outputs(tmp_path / "early") == run_outputs(tmp_path / "barriers")

@@ -174,7 +174,9 @@ class StageSpec:
     config_model: type | None
     """The frozen pydantic model of ``stages.<name>`` (documentation and validation)."""
     map_fn: Callable[[StageRun], Callable[[pa.Table], MapResult]] | None = None
-    """Map kinds: the pure shard function (configured), built once on the driver."""
+    """Map kinds: the pure shard function (configured), built once on the driver, while the
+    upstream stage still runs (``head``): it may not read the upstream's stats, shard count or
+    parts, unless ``map_needs_upstream`` says it does."""
     phases: Callable[[StageRun], list[dict[str, Any]]] | None = None
     """Global and sink kinds: run the phases, return the output tasks' stats for ``_stats.json``."""
     plan: Callable[[Recipe, PlanTasks], tuple[list[Any], str]] | None = None

@@ -133,9 +133,11 @@ class Executor:
         self._prefetched: dict[str, Future[None]] = {}
         self._next: dict[str, str] = {}
         """The stage run after each selected stage in this run."""
-        self._ahead: dict[str, dict[str, ray.ObjectRef]] = {}
+        self._heads: dict[str, Callable[[int], Job]] = {}
+        """The heads built for the followers of this run, by stage: a map stage runs its own."""
+        self._early: dict[str, dict[str, ray.ObjectRef]] = {}
         """Per stage, its head jobs started before it began (``_Follower``), by job name."""
-        self._ahead_running: set[ray.ObjectRef] = set()
+        self._early_running: set[ray.ObjectRef] = set()
         """Those of them not known to be done: they count against ``max_tasks``."""
         self._prepared: set[str] = set()
         """Stages whose directory was prepared before they began (their head started early)."""
@@ -171,6 +173,7 @@ class Executor:
         except OutputWriteError as err:
             raise PipelineError(str(err)) from None
         self._next = dict(itertools.pairwise(selected))
+        self._heads, self._prepared = {}, set()
         try:
             for name in selected:
                 s0 = time.perf_counter()
@@ -179,7 +182,7 @@ class Executor:
                 wall, cpu = self._task_seconds.get(name, (0.0, 0.0))
                 result.stages.append(StageOutcome(name, stats, time.perf_counter() - s0, skipped, ran, wall, cpu))
         except BaseException:  # a stage started early does not run on past its run
-            self._stop_ahead()
+            self._stop_early()
             raise
         result.seconds = time.perf_counter() - t0
         return result
@@ -199,7 +202,7 @@ class Executor:
             if spec.kind == "source":
                 results = stage.run_tasks(spec.name, spec.source_jobs(stage))
             elif spec.kind in MAP_KINDS:
-                job = _map_head(stage, spec.map_fn(stage))
+                job = self._heads.pop(spec.name, None) or _map_head(stage, spec.map_fn(stage))
                 results = stage.run_tasks(spec.name, [job(i) for i in range(stage.shard_count(stage.upstream))])
             else:
                 results = spec.phases(stage)
@@ -284,13 +287,15 @@ class Executor:
                  "memory": self._memory.pop(stage, memory.StageMemory()).summary()}
         atomic_write_bytes(self.run.stats(stage), json.dumps(stats, indent=2, sort_keys=True).encode())
 
-    def follower_of(self, stage: str, outputs: Sequence[Job]) -> _Follower | None:
-        """The stage after ``stage`` in this run, when its first phase can start shard by shard as
+    def prepare_follower(self, stage: str, outputs: Sequence[Job]) -> _Follower | None:
+        """The stage after ``stage`` in this run, ready to start its first phase shard by shard as
         these output tasks of ``stage`` (job ``i`` writes part ``i``) finish: its head
-        (``StageSpec.head``; a map stage's map job), with its directory prepared now.
+        (``StageSpec.head``; a map stage's map job, built here once), with the stage's directory
+        prepared now, before any of its tasks write there.
 
-        None when there is no such stage, when its head needs the whole upstream, or when its
-        driver-side work (``prefetch``) is not ready yet: it then starts when ``stage`` ends.
+        None when there is no such stage, when its head needs the whole upstream, when its
+        driver-side work (``prefetch``) is not ready yet, or when building its head fails: it then
+        starts when ``stage`` ends (and meets that error itself).
         """
         name = self._next.get(stage)
         if name is None or name in self._prepared or self.upstream_of(name) != stage:
@@ -302,14 +307,19 @@ class Executor:
         if prefetched is not None and (not prefetched.done() or prefetched.exception() is not None):
             return None
         run = self.stage_run(name)
-        if spec.kind in MAP_KINDS:
-            head = None if spec.map_needs_upstream(self.recipe) else _map_head(run, spec.map_fn(run))
-        else:
-            head = spec.head(run) if spec.head is not None else None
+        try:
+            if spec.kind in MAP_KINDS:
+                head = None if spec.map_needs_upstream(self.recipe) else _map_head(run, spec.map_fn(run))
+            else:
+                head = spec.head(run) if spec.head is not None else None
+        except Exception:  # only a head start: the stage meets the error itself when it begins
+            return None
         if head is None:
             return None
         self._prepare_stage_dir(spec)
         self._prepared.add(name)
+        if spec.kind in MAP_KINDS:
+            self._heads[name] = head
         return _Follower(run.task, head)
 
     def run_jobs(self, label: str, jobs: Sequence[Job], ctx: TaskContext,
@@ -326,37 +336,38 @@ class Executor:
         skipped = sum(result is not None for result in results)
         running = set(pending.values())
         waiting = heaviest_first(jobs, [i for i, result in enumerate(results) if result is None and i not in running])
-        ready = deque(i for i, result in enumerate(results) if result is not None) if follower else deque()
+        done_shards = deque(i for i, result in enumerate(results) if result is not None) if follower else deque()
 
-        def room() -> bool:
-            return self.max_tasks is None or len(pending) + len(self._ahead_running) < self.max_tasks
+        def room(own: bool) -> bool:  # the next stage's early jobs count; one of the phase's own always runs
+            if self.max_tasks is None or (own and not pending):
+                return True
+            return len(pending) + len(self._early_running) < self.max_tasks
 
         def submit() -> None:
-            while waiting and room():
+            while waiting and room(own=True):
                 i = waiting.popleft()
                 pending[submit_task(f"{ctx.stage}:{jobs[i].name}", jobs[i].fn, *jobs[i].args)] = i
-            while follower is not None and ready and not waiting and room():
-                self._start_ahead(follower, ready.popleft())
+            while follower is not None and done_shards and not waiting and room(own=False):
+                self._start_early(follower, done_shards.popleft())
 
         submit()
         with self._progress() as progress:
             bar = progress.add_task(label, total=len(jobs), completed=skipped, rate="")
             rate = _Rate()
             while pending:
-                done, _ = ray.wait([*pending, *self._ahead_running], num_returns=1)
+                done, _ = ray.wait([*pending, *self._early_running], num_returns=1)
                 if done[0] not in pending:  # a next stage's job: its stage reads it
-                    self._ahead_running.discard(done[0])
+                    self._early_running.discard(done[0])
                     submit()
                     continue
                 i = pending.pop(done[0])
                 try:
                     results[i] = self._collect(label, ctx.stage, jobs[i].name, done[0], rate)
                 except ray.exceptions.RayError as err:
-                    _stop(list(pending))
-                    self._stop_ahead()
+                    self._stop_early(list(pending))
                     raise PipelineError(_task_failure(ctx.stage, jobs[i], err)) from None
                 if follower is not None:
-                    ready.append(i)
+                    done_shards.append(i)
                 checkpoint(f"after:{ctx.stage}:{jobs[i].name}")
                 progress.update(bar, advance=1, rate=rate.text())
                 submit()
@@ -370,12 +381,12 @@ class Executor:
 
         results: list[dict | None] = [None] * len(jobs)
         pending: dict[ray.ObjectRef, int] = {}
-        started = self._ahead.pop(ctx.stage, {})
+        started = self._early.pop(ctx.stage, {})
         for i, job in enumerate(jobs):
             ref = started.pop(job.name, None)
             if ref is not None:
                 pending[ref] = i
-                self._ahead_running.discard(ref)
+                self._early_running.discard(ref)
                 continue
             marker = tasks.read_marker(ctx, job.name)
             if marker is not None:
@@ -401,7 +412,7 @@ class Executor:
         self._memory.setdefault(stage, memory.StageMemory()).add(label, name, measured)
         return result
 
-    def _start_ahead(self, follower: _Follower, shard: int) -> None:
+    def _start_early(self, follower: _Follower, shard: int) -> None:
         """Start the follower's head job of ``shard`` unless its marker shows it done."""
         from codecorpus.pipeline import tasks
 
@@ -409,13 +420,14 @@ class Executor:
         if tasks.read_marker(follower.ctx, job.name) is not None:
             return
         ref = submit_task(f"{follower.ctx.stage}:{job.name}", job.fn, *job.args)
-        self._ahead.setdefault(follower.ctx.stage, {})[job.name] = ref
-        self._ahead_running.add(ref)
+        self._early.setdefault(follower.ctx.stage, {})[job.name] = ref
+        self._early_running.add(ref)
 
-    def _stop_ahead(self) -> None:
-        refs = [ref for started in self._ahead.values() for ref in started.values()]
-        self._ahead.clear()
-        self._ahead_running.clear()
+    def _stop_early(self, also: Sequence[ray.ObjectRef] = ()) -> None:
+        """Cancel the jobs started before their stage began, and ``also``, and wait for them all."""
+        refs = [*also, *(ref for started in self._early.values() for ref in started.values())]
+        self._early.clear()
+        self._early_running.clear()
         _stop(refs)
 
     def _progress(self) -> Progress:
@@ -511,7 +523,7 @@ class _StageRun:
         return self._ex.run_jobs(label, jobs, self.task)[2]
 
     def run_tasks(self, label: str, jobs: Sequence[Job]) -> list[dict[str, Any]]:
-        ran, skipped, results = self._ex.run_jobs(label, jobs, self.task, self._ex.follower_of(self.name, jobs))
+        ran, skipped, results = self._ex.run_jobs(label, jobs, self.task, self._ex.prepare_follower(self.name, jobs))
         self.ran, self.skipped = self.ran + ran, self.skipped + skipped
         return results
 

@@ -18,10 +18,10 @@ WORKER_NICENESS_ENV = "RAY_worker_niceness"
 """Ray's setting (read when it starts workers) of its workers' nice value; set it to override."""
 
 
-_local_node_started = False
-"""Whether ``init_ray`` started a local Ray in this process (not joined one)."""
+_local_node: Any = None
+"""The local Ray node ``init_ray`` started in this process (None: none, or a joined cluster)."""
 _ended_for_exit = False
-"""Whether ``end_ray_for_exit`` has ended that Ray's processes: this process exits next."""
+"""Whether ``end_ray_for_exit`` has ended that node's processes: this process exits next."""
 
 
 class PipelineError(RuntimeError):
@@ -34,7 +34,7 @@ def init_ray(workers: int | None, address: str | None, object_store_bytes: int =
     An already-initialized Ray with the same CPU count is reused (tests run many
     pipelines in one process); a different one is shut down first.
     """
-    global _local_node_started
+    global _local_node
     if ray.is_initialized():
         if address or workers is None or int(ray.cluster_resources().get("CPU", 0)) == workers:
             return
@@ -65,32 +65,36 @@ def init_ray(workers: int | None, address: str | None, object_store_bytes: int =
             _node_ip_address="127.0.0.1",
             log_to_driver=False,
         )
-    _local_node_started = True
+    _local_node = ray._private.worker._global_node
 
 
 def stop_ray() -> None:
     """Stop (or leave) this process's Ray, if it runs."""
-    global _local_node_started
+    global _local_node
     if ray.is_initialized() and not _ended_for_exit:
         ray.shutdown()
-        _local_node_started = False
+        _local_node = None
 
 
 def end_ray_for_exit() -> None:
-    """Stop Ray for a process that ends next with ``os._exit`` (the ``codecorpus`` command).
+    """Stop Ray for a process whose work is done and that ends next with ``os._exit`` (the
+    ``codecorpus`` command, once its report and summary are written).
 
-    A local Ray that ``init_ray`` started has its processes (raylet, workers, GCS, agents)
+    The local Ray that ``init_ray`` started has its processes (raylet, workers, GCS, agents)
     ended as ``ray.shutdown`` ends them, but this process's own connection to them is left to
     the exit: ``ray.shutdown`` first tears that connection down, and the teardown waits out
-    its gRPC poll threads' fixed 250 ms deadline. Measured here (2 CPUs): 0.39-0.42 s for
-    ``ray.shutdown``, 0.09-0.14 s this way. Ray stays initialized in this process, and
-    ``stop_ray`` does nothing after it. A joined cluster is left as ``stop_ray`` leaves it.
+    its gRPC poll threads' fixed 250 ms deadline. Measured here (2 CPUs): 0.37-0.75 s for
+    ``ray.shutdown``, 0.09-0.14 s this way. Nothing may run long after it: the connection's
+    GCS client ends the process with exit code 1 once the GCS has been gone for
+    ``gcs_rpc_server_reconnect_timeout_s`` (60 s by default). Ray stays initialized in this
+    process, and ``stop_ray`` does nothing after it. A joined cluster is left as ``stop_ray``
+    leaves it.
     """
     global _ended_for_exit
     if _ended_for_exit:
         return
     node = ray._private.worker._global_node
-    if not (_local_node_started and ray.is_initialized() and node is not None):
+    if node is None or node is not _local_node or not ray.is_initialized():
         stop_ray()
         return
     _ended_for_exit = True
@@ -99,11 +103,10 @@ def end_ray_for_exit() -> None:
     node.kill_all_processes(check_alive=False, allow_graceful=True)
 
 
-def stop_ray_in_background(exiting: bool = False) -> Future[None]:
+def stop_ray_in_background() -> Future[None]:
     """``stop_ray`` in a daemon thread, so the driver's own work after the last task (the report,
-    the summary) runs beside Ray's shutdown; the future is done once Ray is stopped.
-    ``exiting``: the process ends with ``os._exit`` once the future is done (``end_ray_for_exit``)."""
-    return in_thread("codecorpus-ray-stop", end_ray_for_exit if exiting else stop_ray)
+    the summary) runs beside Ray's shutdown; the future is done once Ray is stopped."""
+    return in_thread("codecorpus-ray-stop", stop_ray)
 
 
 def in_thread(name: str, fn: Callable[..., None], *args: Any) -> Future[None]:
