@@ -30,10 +30,11 @@ session.end_ray_for_exit()
 session.stop_ray()  # nothing left to do: no second stop
 session.end_ray_for_exit()
 deadline = time.monotonic() + 20  # checked here, before this process exits and takes them with it
-while os.path.exists(f"/proc/{worker}") and time.monotonic() < deadline:
+ended = lambda: len(ray_processes) > 0 and all(p.poll() is not None for p in ray_processes)
+while (not ended() or os.path.exists(f"/proc/{worker}")) and time.monotonic() < deadline:
     time.sleep(0.1)
 print(json.dumps({
-    "ended": len(ray_processes) > 0 and all(p.poll() is not None for p in ray_processes),
+    "ended": ended(),
     "worker_gone": not os.path.exists(f"/proc/{worker}"),
     "initialized": ray.is_initialized(),
 }), flush=True)
