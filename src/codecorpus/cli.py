@@ -82,7 +82,7 @@ def run(
     except (RecipeError, PipelineError) as err:
         _fail(str(err))
     # the report reads files only: a Ray this call started stops meanwhile, unless the process
-    # ends next (the command), whose Ray stops after it, in 0.1 s (``end_ray_for_exit``)
+    # ends next (the command), whose Ray is killed after it (``end_ray_for_exit``: 0.01-0.02 s)
     finished = time.perf_counter()
     stopping = stop_ray_in_background() if executor.owns_ray and not _OWN_PROCESS else None
     report_seconds = write_run_report(executor.run.root, quiet)
@@ -157,9 +157,10 @@ def print_timing(result: RunResult, before_ray: float, start_up: float, end: flo
     start; the pipeline waits for the later of the two). A stage's share outside tasks is its
     wall time less its task seconds spread over the run's CPUs (scheduling, barriers waiting on
     the last task, reading results); the stages' total is the pipeline's wall time less all
-    their task seconds over the CPUs, its own checks before the first stage included. ``end`` is the report and the summary beside Ray's stop. The parts add up to
-    the wall time less the task seconds over the CPUs, as ``bench/e2e_vs_datatrove.py`` measures
-    it from outside the process.
+    their task seconds over the CPUs, its own checks before the first stage included. ``end`` is
+    the report, the summary and Ray's stop (beside the report where the process goes on after the
+    command, after it where the process exits). The parts add up to the wall time less the task
+    seconds over the CPUs, as ``bench/e2e_vs_datatrove.py`` measures it from outside the process.
     """
     cpus = max(result.cpus, 1)
     lines = [f"time on {cpus} CPUs, start-up {start_up:.1f} s (before Ray {before_ray:.1f}, Ray "

@@ -21,13 +21,18 @@ TASK_MODULES = ("codecorpus.langid.stage", "codecorpus.pipeline.tasks")
 
 
 def scan_job(run: StageRun, i: int) -> Job:
-    """The scan task of shard ``i``: it reads the upstream's part ``i`` alone (the stage's head)."""
+    """The scan task of shard ``i``."""
     from codecorpus.langid import stage
     from codecorpus.pipeline import tasks
 
     fn = functools.partial(stage.scan, cfg=run.cfg)
     return Job(f"scan-{schema.shard_name(i)}", tasks.scatter_task, (run.task, "scan", i, run.upstream, fn),
                (str(run.run.part(run.upstream, i)),))
+
+
+def langid_head(run: StageRun) -> functools.partial:
+    """The stage's first phase, shard by shard: each scan reads the upstream's part ``i`` alone."""
+    return functools.partial(scan_job, run)
 
 
 def langid_phases(run: StageRun) -> list[dict[str, Any]]:
@@ -49,5 +54,4 @@ def langid_phases(run: StageRun) -> list[dict[str, Any]]:
     ])
 
 
-LANGID = StageSpec("langid", "global", LangidConfig, phases=langid_phases,
-                   head=lambda run: functools.partial(scan_job, run), modules=TASK_MODULES)
+LANGID = StageSpec("langid", "global", LangidConfig, phases=langid_phases, head=langid_head, modules=TASK_MODULES)

@@ -133,14 +133,13 @@ class Executor:
         self._prefetched: dict[str, Future[None]] = {}
         self._next: dict[str, str] = {}
         """The stage run after each selected stage in this run."""
-        self._heads: dict[str, Callable[[int], Job]] = {}
-        """The heads built for the followers of this run, by stage: a map stage runs its own."""
+        self._followers: dict[str, _Follower] = {}
+        """The stages of this run prepared to start before they begin (``prepare_follower``): their
+        directory is ready and their tasks may be writing there; a map stage runs its head's jobs."""
         self._early: dict[str, dict[str, ray.ObjectRef]] = {}
         """Per stage, its head jobs started before it began (``_Follower``), by job name."""
         self._early_running: set[ray.ObjectRef] = set()
         """Those of them not known to be done: they count against ``max_tasks``."""
-        self._prepared: set[str] = set()
-        """Stages whose directory was prepared before they began (their head started early)."""
         self.ray_ready = threading.Event()
         """Set once Ray's start has returned: planning that needs tasks waits on it when it runs
         beside that start (``launch.start``)."""
@@ -173,7 +172,7 @@ class Executor:
         except OutputWriteError as err:
             raise PipelineError(str(err)) from None
         self._next = dict(itertools.pairwise(selected))
-        self._heads, self._prepared = {}, set()
+        self._followers = {}
         try:
             for name in selected:
                 s0 = time.perf_counter()
@@ -195,14 +194,15 @@ class Executor:
         if prefetched is not None:
             prefetched.exception()  # waits; when it failed, the stage meets (and reports) the error itself
         self._require_upstream(spec)
-        if spec.name not in self._prepared:  # else its early tasks may be writing there now
+        follower = self._followers.get(spec.name)
+        if follower is None:  # else its early tasks may be writing there now
             self._prepare_stage_dir(spec)
         stage = self.stage_run(spec.name)
         try:
             if spec.kind == "source":
                 results = stage.run_tasks(spec.name, spec.source_jobs(stage))
             elif spec.kind in MAP_KINDS:
-                job = self._heads.pop(spec.name, None) or _map_head(stage, spec.map_fn(stage))
+                job = follower.head if follower is not None else _map_head(stage, spec.map_fn(stage))
                 results = stage.run_tasks(spec.name, [job(i) for i in range(stage.shard_count(stage.upstream))])
             else:
                 results = spec.phases(stage)
@@ -298,7 +298,7 @@ class Executor:
         starts when ``stage`` ends (and meets that error itself).
         """
         name = self._next.get(stage)
-        if name is None or name in self._prepared or self.upstream_of(name) != stage:
+        if name is None or name in self._followers or self.upstream_of(name) != stage:
             return None
         if any(job.name != schema.shard_name(i) for i, job in enumerate(outputs)):
             return None
@@ -317,10 +317,8 @@ class Executor:
         if head is None:
             return None
         self._prepare_stage_dir(spec)
-        self._prepared.add(name)
-        if spec.kind in MAP_KINDS:
-            self._heads[name] = head
-        return _Follower(run.task, head)
+        follower = self._followers[name] = _Follower(run.task, head)
+        return follower
 
     def run_jobs(self, label: str, jobs: Sequence[Job], ctx: TaskContext,
                  follower: _Follower | None = None) -> tuple[int, int, list[dict]]:
