@@ -1,7 +1,8 @@
 """Formats defined once: the document row, the drop log, and every run-directory path.
 
 Everything that names a column, a file in a run directory or a shard file
-imports it from here (DESIGN sections 3 and 4), so a format changes in one place.
+imports it from here (docs/ARCHITECTURE.md, "The run directory" and "The document row"),
+so a format changes in one place.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pyarrow as pa
 
 FORMAT_VERSION = 1
 
-# --- document row (DESIGN section 4) -------------------------------------------------
+# --- document row (docs/ARCHITECTURE.md, "The document row") -------------------------
 
 ID = "id"
 SOURCE = "source"
@@ -219,7 +220,7 @@ def drops_from_rows(
     )
 
 
-# --- run directory (DESIGN section 3) -----------------------------------------------
+# --- run directory (docs/ARCHITECTURE.md, "The run directory") ----------------------
 
 PARQUET_COMPRESSION = "zstd"
 PARQUET_COMPRESSION_LEVEL = 3
@@ -411,7 +412,7 @@ def _node_run_paths(root: str) -> RunPaths:
     return RunPaths(node_path(root))
 
 
-# --- token shard files (DESIGN section 5) --------------------------------------------
+# --- token shard files (docs/manifests.md) --------------------------------------------
 
 BIN_SUFFIX = ".bin"
 IDX_SUFFIX = ".idx"
@@ -467,7 +468,7 @@ MEGATRON_DTYPE_CODES: dict[int, str] = {
 # Megatron's DType.optimal_dtype: uint16 below this vocabulary size, else int32
 MEGATRON_UINT16_VOCAB_LIMIT = 65500
 
-# --- manifests (DESIGN section 5) ------------------------------------------------------
+# --- manifests (docs/manifests.md) ------------------------------------------------------
 
 SET_MANIFEST_KIND = "codecorpus.set"
 RUN_MANIFEST_KIND = "codecorpus.run"

@@ -1,4 +1,5 @@
-"""What a stage returns, and the shapes of global-stage phases (DESIGN section 2).
+"""What a stage returns, and the shapes of global-stage phases (docs/ARCHITECTURE.md,
+"The stage contract").
 
 Map stages are ``fn(table, cfg) -> MapResult``: annotators return every row with
 new columns; filters return the kept rows and a drop-log table whose row count

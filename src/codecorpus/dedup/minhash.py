@@ -12,7 +12,7 @@ from the recipe seed, empty documents get all-``EMPTY`` rows):
   bits of each shingle hash, MurmurHash3's fmix32, then ``a*h + b mod 2^32``
   with datasketch's own permutation parameters for the seed. Bit-for-bit
   equal to ``datasketch.MinHash(num_perm, seed).update_batch`` fed the same
-  32-bit values (the tests check it); ~300x slower than rensa, kept as the
+  32-bit values (the tests check it); far slower than rensa, kept as the
   reference the fast engine is checked against.
 
 rensa parallelises with rayon; a Ray task owns one CPU, so the pool is

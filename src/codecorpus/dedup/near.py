@@ -1,4 +1,4 @@
-"""Exact + near-duplicate dedup as shard- and bucket-level phases (DESIGN section 2).
+"""Exact + near-duplicate dedup as shard- and bucket-level phases (docs/dedup.md).
 
     sig      per input shard  shingles -> MinHash -> LSH band keys (+ content-hash keys),
                               scattered into ``buckets`` partitions by key

@@ -10,8 +10,7 @@ shingle of all its tokens, and an empty (whitespace-only) one gives none.
 
 Why numpy over the concatenated UTF-8 buffer of an Arrow string column rather
 than a Python regex per document: per-document Python work (``re.findall``
-plus hashing each token) runs at ~5-7 MB/s and is the bottleneck of MinHash
-dedup. Here the only O(bytes) work is a few uint8 passes (class lookup, run
+plus hashing each token) would be the bottleneck of MinHash dedup. Here the only O(bytes) work is a few uint8 passes (class lookup, run
 boundaries); every token is hashed from an unaligned 8-byte window read at its
 start (O(tokens)), tokens longer than 8 bytes fold in further windows, and
 n-grams are a positional sum of token hashes (O(tokens x ngram)). The passes
@@ -42,7 +41,7 @@ _PAD = 16
 _NGRAM_MULT = _U64(0x9E3779B97F4A7C15)  # odd: position weights of an n-gram's tokens
 _FMIX_C1, _FMIX_C2 = _U64(0xFF51AFD7ED558CCD), _U64(0xC4CEB9FE1A85EC53)
 CHUNK_BYTES = 1 << 19
-"""Text bytes shingled per pass (see ``shingle_texts``): 256 KiB to 1 MiB ran alike, 2 MiB 30% slower."""
+"""Text bytes shingled per pass (see ``shingle_texts``): small enough for a pass's temporaries to stay in cache."""
 
 
 @dataclass(frozen=True)
@@ -99,7 +98,7 @@ def _token_spans(padded: bytearray, offsets: np.ndarray) -> tuple[np.ndarray, np
     of the same boundary array.
     """
     n = len(padded) - _PAD
-    # bytearray.translate is a plain C table lookup, ~3x faster than numpy's fancy indexing
+    # bytearray.translate is a plain C table lookup, cheaper than numpy's fancy indexing
     cls = np.frombuffer(padded.translate(_CLASS_TABLE), np.uint8)[: n + 2]
     boundary = cls[1:] != cls[:-1]
     boundary |= cls[1:] == _PUNCT

@@ -43,7 +43,7 @@ from codecorpus.langid import content_model, languages
 _HEAD_BYTES = 16 * 1024
 """Content the heuristics and the classifier see. Linguist reads the whole blob; the
 markers its heuristics look for (includes, ``@interface``, ``use strict``) sit at the
-top, and 16 KiB bounds the cost of Go's regexes (4x faster than 64 KiB in the bench)."""
+top, and 16 KiB bounds the cost of Go's regexes on large files."""
 
 MAGIKA_TO_LINGUIST = {
     "asm": "Assembly", "awk": "Awk", "batch": "Batchfile", "c": "C", "clojure": "Clojure",
@@ -273,8 +273,8 @@ def _magika() -> Any:
 
     magika 1.0.3 opens its session with ONNX Runtime's default pool (a spinning thread
     per core) and has no option for it. The runtime already runs one worker per core,
-    so every worker's pool fought over the same cores: on the shared 2-core machine a
-    file took ~50 ms, ~25 ms with one thread (``bench/e2e_vs_datatrove.py``).
+    so every worker's pool fought over the same cores, and a file took longer than with
+    one thread.
     One thread also makes the scores independent of the machine's core count. The
     session is rebuilt from the same model file and provider.
     """

@@ -92,8 +92,8 @@ def min_elements(split: str) -> int:
 SHARD_FLOOR = 501
 """Packed sequences every emitted shard holds: all of ``LAUNCH_SPLITS`` get one in every shard.
 
-It is ``max(min_elements(s) for s in LAUNCH_SPLITS)``, written out because that search
-costs every importing process 16 ms; a test holds the two equal.
+It is ``max(min_elements(s) for s in LAUNCH_SPLITS)``, written out so that no importing
+process runs that search; a test holds the two equal.
 """
 
 

@@ -259,8 +259,8 @@ def build_packed_set_manifest(
 def packed_with(shard_stats: list[dict[str, Any]], tok_cfg: TokenizerConfig) -> dict[str, Any]:
     """The fingerprint of the tokenizer a set's shard tasks packed with (``Tokenizer.fingerprint``).
 
-    Each task has the tokenizer loaded and sends its fingerprint back, so the driver does not
-    load it (0.23 s of the driver's CPU for GPT-2). Shards whose markers were written without
+    Each task has the tokenizer loaded and sends its fingerprint back, so the driver need not
+    load it. Shards whose markers were written without
     one (a run resumed from an older release) leave it to the driver's own load.
     """
     seen = [s["set"].get("tokenizer") for s in shard_stats]

