@@ -37,8 +37,7 @@ def read_parquet(path: Path, columns: Sequence[str] | None = None) -> pa.Table:
 
     Read as one ``pq.ParquetFile``, not with ``pq.read_table``, which goes through
     ``pyarrow.dataset``: that module's import costs each reading process 30 ms here where
-    pandas is not imported (a plain install, or a process that answered pyarrow's pandas
-    probe, ``pandas_probe.py``); where pandas is, the module adds 5 ms. The table is the same.
+    pandas is not imported; where pandas is, the module adds 5 ms. The table is the same.
     """
     with pq.ParquetFile(ensure_local(path), memory_map=True) as file:
         return file.read(columns=columns)
