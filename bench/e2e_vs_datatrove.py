@@ -537,21 +537,24 @@ def outside_tasks(log: Path, wall: float, workers: int) -> float:
     return wall - spent / workers
 
 
-RAY_START_CHILD = Path(__file__).with_name("_ray_start_child.py")
+RAY_FLOOR_CHILD = """
+import sys, ray
+from codecorpus.runtime.session import init_ray, stop_ray
+
+init_ray(int(sys.argv[1]), None)
+ray.get([ray.remote(lambda: None).remote() for _ in range(int(sys.argv[1]))])
+stop_ray()
+"""
 
 
 def ray_floor(workers: int, runs: int = 3) -> float:
     """Median wall seconds of a process that only starts a local Ray as ``codecorpus run`` does
-    (``init_ray``), runs one trivial task per CPU, stops Ray and exits as the command does: the
-    part of the time outside tasks that is Ray's own on this machine, now."""
-    from codecorpus.runtime.session import DEFAULT_OBJECT_STORE_BYTES
-
-    spec = json.dumps({"patch": ["tuned"], "cpus": workers, "store_bytes": DEFAULT_OBJECT_STORE_BYTES,
-                       "exit_now": True})
+    (``init_ray``), runs one trivial task per CPU, stops Ray (``ray.shutdown``) and exits: the
+    part of the time outside tasks that is Ray's own start and stop on this machine, now."""
     walls = []
     for _ in range(runs):
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, str(RAY_START_CHILD), spec], check=True, capture_output=True,
+        subprocess.run([sys.executable, "-c", RAY_FLOOR_CHILD, str(workers)], check=True, capture_output=True,
                        timeout=120)
         walls.append(time.perf_counter() - t0)
     return statistics.median(walls)

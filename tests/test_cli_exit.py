@@ -1,5 +1,5 @@
-"""The ``codecorpus`` console entry ends its process at once: exit codes and piped output as the
-command left them, and no process of the Ray it started left behind."""
+"""The ``codecorpus`` console entry: exit codes and piped output as the command left them, and no
+process of the Ray it started left behind."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import yaml
@@ -30,13 +33,58 @@ def test_exit_codes_and_messages_are_the_commands(tmp_path):
     assert "No such command" in unknown.stderr
 
 
-def test_exit_now_flushes_piped_output_and_keeps_the_code():
-    script = "from codecorpus.cli import exit_now\nprint('block-buffered into a pipe', end='')\nexit_now({})"
-    done = subprocess.run([sys.executable, "-c", script.format(3)], capture_output=True, text=True, timeout=60)
-    assert (done.returncode, done.stdout) == (3, "block-buffered into a pipe")
-    message = subprocess.run([sys.executable, "-c", script.format("'stopped: why'")], capture_output=True,
-                             text=True, timeout=60)  # fmt: skip
-    assert (message.returncode, message.stderr.strip()) == (1, "stopped: why")
+MARK = "CODECORPUS_TEST_RUN_MARK"
+"""An environment variable only the processes of one test's run carry: Ray's processes (GCS,
+raylet, agents, workers) inherit the driver's environment, so it finds every one of them,
+whatever their command line or process title."""
+
+
+def _marked(mark: str) -> dict[int, str]:
+    """The processes whose environment holds ``MARK=mark``: pid -> command line."""
+    found = {}
+    needle = f"{MARK}={mark}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes().split(b"\0"):
+                found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # ended meanwhile, or not ours to read
+            continue
+    return found
+
+
+def test_no_process_of_a_run_outlives_the_command_by_more_than_5_seconds(tmp_path):
+    """Every process a run starts (Ray's included) is gone within 5 s of the command's exit, and Ray
+    was stopped, not killed: its raylet took SIGTERM (``ray.shutdown``), so no agent of it reported
+    the raylet's "unexpected" termination, which Ray publishes to the driver to print."""
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump(fixture_recipe(write_repos(tmp_path / "corpus"), name="outlive", seed=1)))
+    mark = uuid.uuid4().hex
+    ray_tmp = Path(tempfile.mkdtemp(prefix="ro", dir="/tmp"))  # short: Ray's socket paths have a length limit
+    env = {**os.environ, MARK: mark, "RAY_TMPDIR": str(ray_tmp)}
+    cmd = [sys.executable, "-m", "codecorpus", "run", str(recipe), "--out", str(tmp_path / "run"), "--workers", "2"]
+    seen: dict[int, str] = {}
+    try:
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as proc:
+            reader = ThreadPoolExecutor(1).submit(proc.communicate, timeout=300)
+            while proc.poll() is None:
+                seen.update(_marked(mark))
+                time.sleep(0.05)
+            out, err = reader.result()
+        assert proc.returncode == 0, err[-2000:]
+        assert any("raylet" in line for line in seen.values()), seen  # the check sees Ray's own processes
+        deadline = time.monotonic() + 5
+        while (left := _marked(mark)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert left == {}, left
+        assert "terminat" not in (out + err).lower(), err[-3000:]
+        logs = next(ray_tmp.glob("ray/session_2*")) / "logs"
+        assert "received SIGTERM" in (logs / "raylet.out").read_text()
+        for agent_log in logs.glob("*agent*"):
+            assert "Termination is unexpected" not in agent_log.read_text(errors="replace"), agent_log
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
 def test_a_run_prints_its_summary_and_leaves_no_ray_process(tmp_path):

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import logging
 import os
 import sys
 import time
@@ -55,7 +53,7 @@ def run(
         name_local_ray_auth()
     from codecorpus.recipe_file import read_recipe_file
     from codecorpus.runtime.launch import start
-    from codecorpus.runtime.session import PipelineError, end_ray_for_exit, stop_ray_in_background
+    from codecorpus.runtime.session import PipelineError, stop_ray_in_background
 
     def prepare(data: dict[str, Any]) -> tuple[Recipe, Path]:
         from codecorpus.config import load_recipe
@@ -76,15 +74,13 @@ def run(
             cfg, run_dir = prepare(data)
             prepared, cpus = (lambda: (cfg, run_dir)), workers or cfg.workers
         before_ray, launched = process_seconds(), time.perf_counter()
-        executor = start(prepared, cpus, ray_address, console=console, quiet=quiet, only=only, until=until,
-                         own_process=_OWN_PROCESS)
+        executor = start(prepared, cpus, ray_address, console=console, quiet=quiet, only=only, until=until)
         result = executor.run_pipeline(only=only, until=until)
     except (RecipeError, PipelineError) as err:
         _fail(str(err))
-    # the report reads files only: a Ray this call started stops meanwhile, unless the process
-    # ends next (the command), whose Ray is killed after it (``end_ray_for_exit``: 0.01-0.02 s)
+    # the report reads files only: a Ray this call started stops meanwhile (``ray.shutdown``)
     finished = time.perf_counter()
-    stopping = stop_ray_in_background() if executor.owns_ray and not _OWN_PROCESS else None
+    stopping = stop_ray_in_background() if executor.owns_ray else None
     report_seconds = write_run_report(executor.run.root, quiet)
     print_summary(result)
     resumed = resume_line(result)
@@ -92,8 +88,6 @@ def run(
         console.print(resumed, highlight=False)
     if stopping is not None:
         stopping.result()
-    elif executor.owns_ray:
-        end_ray_for_exit()
     if not quiet:
         start_up = before_ray + (finished - result.seconds - launched)  # until the pipeline began
         print_timing(result, before_ray, start_up, time.perf_counter() - finished, report_seconds)
@@ -153,20 +147,18 @@ def print_timing(result: RunResult, before_ray: float, start_up: float, end: flo
     ``start_up`` runs until the pipeline begins: what the command did before Ray's start
     (``before_ray``: the interpreter, imports, reading the recipe, and its validation where it
     must come first; 0 where the process's start time is unknown), Ray's start, and what the
-    driver still had to do after it (the recipe's plan and the stages' modules run beside Ray's
+    driver still had to do after it (the recipe's plan and the shared task modules run beside Ray's
     start; the pipeline waits for the later of the two). A stage's share outside tasks is its
     wall time less its task seconds spread over the run's CPUs (scheduling, barriers waiting on
     the last task, reading results); the stages' total is the pipeline's wall time less all
     their task seconds over the CPUs, its own checks before the first stage included. ``end`` is
-    the report, the summary and Ray's stop (beside the report where the process goes on after the
-    command, after it where the process exits). The parts add up to the wall time less the task
+    the report, the summary and Ray's stop (``ray.shutdown``, beside the report). The parts add up to the wall time less the task
     seconds over the CPUs, as ``bench/e2e_vs_datatrove.py`` measures it from outside the process.
     """
     cpus = max(result.cpus, 1)
     lines = [f"time on {cpus} CPUs, start-up {start_up:.1f} s (before Ray {before_ray:.1f}, Ray "
              f"{result.ray_seconds:.1f}, plan {result.plan_seconds:.1f} beside it):"]
-    # over the whole pipeline: a stage's first tasks may run before it begins, in the stage before
-    # it (``Executor.prepare_follower``), so a stage's own share can be below 0 and is shown as 0
+    # over the whole pipeline (its checks before the first stage included); shown as 0 when below it
     stages_outside = max(result.seconds - sum(st.task_seconds for st in result.stages) / cpus, 0.0)
     for st in result.stages:
         outside = max(st.seconds - st.task_seconds / cpus, 0.0)
@@ -390,10 +382,7 @@ def report(
     from codecorpus import schema
     from codecorpus.reports.build import write_report
     from codecorpus.storage import mirror as store
-    from codecorpus.storage.pandas_probe import answer_pandas_probe
 
-    if _OWN_PROCESS:  # the report converts no pandas object: pyarrow need not import pandas
-        answer_pandas_probe()
     run_dir = _run_dir(location)  # an S3 run is read from its bucket, the report published to it
     for path, named in ((run_dir, location), (compare, compare)):
         if path is not None and not store.exists(schema.RunPaths(path).recipe):
@@ -405,43 +394,7 @@ def report(
     out.print(f"report took {time.perf_counter() - t0:.2f} s")
 
 
-_OWN_PROCESS = False
-"""Whether this process is the ``codecorpus`` command itself (``main``), which runs one command and
-exits: only then may it answer pyarrow's pandas probe (``storage/pandas_probe.py``); a test or a
-notebook that calls ``app`` keeps pyarrow's own."""
-
-
 def main() -> None:
-    """The console entry point: the command, then the process's exit (``exit_now``), with a Ray
-    the command started stopped just before it by ``session.end_ray_for_exit`` (Ray's own exit
-    hook would first sleep 0.5 s for late error messages, which ``log_to_driver=False`` drops)."""
-    global _OWN_PROCESS
-    _OWN_PROCESS = True
-    code: int | str | None = 0
-    try:
-        app()
-    except SystemExit as done:  # how click ends every command, a success included
-        code = done.code
-    finally:
-        session = sys.modules.get("codecorpus.runtime.session")
-        if session is not None:
-            session.end_ray_for_exit()
-    exit_now(code)
-
-
-def exit_now(code: int | str | None) -> None:
-    """End the process with ``sys.exit``'s meaning of ``code``, without the interpreter's finalization.
-
-    Once a command has returned, every file it wrote is closed (atomic writes, pools joined,
-    S3 uploads synchronous) and its Ray is stopped, so what is left is freeing the modules
-    (pyarrow, Ray, numpy...): 0.16-0.24 s measured on this machine, against 8 ms for
-    ``os._exit``. The output streams and logging are flushed first.
-    """
-    if isinstance(code, str):
-        print(code, file=sys.stderr)
-        code = 1
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more can reach it
-            stream.flush()
-    os._exit(code or 0)
+    """The console entry point: the command, which stops any Ray it started (``ray.shutdown``)
+    before it returns; the process then exits as any Python program does."""
+    app()

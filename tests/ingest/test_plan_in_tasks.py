@@ -188,7 +188,7 @@ def test_pipeline_writes_the_same_bytes_with_planning_in_tasks(tmp_path: Path, r
     inline = _run(recipe, tmp_path / "inline", str(shardplan.INLINE_LISTINGS), monkeypatch)
     in_tasks = _run(recipe, tmp_path / "tasks", "0", monkeypatch)
     assert not (tmp_path / "inline" / "_plan").exists() and any((tmp_path / "tasks" / "_plan" / "ingest").iterdir())
-    assert inline._hashes == in_tasks._hashes
+    assert inline.hashes == in_tasks.hashes
     outputs = run_outputs(tmp_path / "tasks")
     assert {k: v for k, v in outputs.items() if not k.startswith("_plan/")} == run_outputs(tmp_path / "inline")
     stats = [json.loads((tmp_path / d / "ingest" / "_stats.json").read_text()) for d in ("inline", "tasks")]

@@ -37,8 +37,8 @@ from codecorpus.envs import stages as envs
 from codecorpus.pipeline import tasks
 from codecorpus.pipeline.spec import PLAN_INLINE_ENV
 from codecorpus.reports.build import write_report
-from codecorpus.runtime.executor import WARM_MODULES, Executor, RunResult, init_ray
-from codecorpus.runtime.remote import _warm
+from codecorpus.runtime.executor import Executor, RunResult, init_ray
+from codecorpus.runtime.remote import WARM_MODULES, _warm
 from codecorpus.storage import mirror as store
 from conftest import (
     NONDETERMINISTIC,

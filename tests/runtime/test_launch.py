@@ -70,12 +70,11 @@ def test_planning_tasks_refuse_to_run_when_rays_start_failed():
     """Without the check, the task's ``.remote()`` would start a default Ray (dashboard and all)
     in the plan thread of a run whose own Ray start had just failed."""
     script = (
-        "import threading, types, ray\n"
-        "from codecorpus.runtime.executor import PipelineError, _PlanTasks\n"
+        "import threading, ray\n"
+        "from codecorpus.runtime.scheduler import PipelineError, PlanTasks\n"
         "started = threading.Event(); started.set()\n"
-        "executor = types.SimpleNamespace(run=None, ray_ready=started, max_tasks=None)\n"
-        "try:\n"
-        "    _PlanTasks(executor).map('listing', abs, [1])\n"
+                "try:\n"
+        "    PlanTasks(None, started, None).map('listing', abs, [1])\n"
         "except PipelineError as err:\n"
         "    print('refused:', err)\n"
         "print('ray initialized:', ray.is_initialized())\n"
@@ -84,44 +83,3 @@ def test_planning_tasks_refuse_to_run_when_rays_start_failed():
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines() == ["refused: planning listing needs Ray, and Ray did not start",
                                         "ray initialized: False"]
-
-
-def test_rays_start_runs_with_a_short_switch_interval_and_gives_the_callers_back(monkeypatch):
-    """The plan thread would otherwise hold the interpreter lock for 5 ms at a time while
-    ``ray.init`` wakes from each of its short polls; the caller's own interval comes back
-    when ``start`` fails as when it returns (the same ``finally``)."""
-    seen = {}
-
-    def prepare():
-        seen["prepare"] = sys.getswitchinterval()
-        raise RuntimeError("planted: the recipe is wrong")
-
-    def init(workers, address):
-        seen["init"] = sys.getswitchinterval()
-
-    monkeypatch.setattr(launch, "init_ray", init)
-    monkeypatch.setattr(launch, "stop_ray", lambda: None)
-    previous = sys.getswitchinterval()
-    sys.setswitchinterval(0.004)
-    try:
-        with pytest.raises(RuntimeError, match="planted"):
-            launch.start(prepare, 1, quiet=True)
-        assert seen == {"prepare": launch.START_SWITCH_INTERVAL, "init": launch.START_SWITCH_INTERVAL}
-        assert sys.getswitchinterval() == pytest.approx(0.004)
-    finally:
-        sys.setswitchinterval(previous)
-
-
-def test_starts_that_overlap_give_the_process_its_own_interval_back_when_the_last_ends():
-    previous = sys.getswitchinterval()
-    sys.setswitchinterval(0.004)
-    try:
-        first, second = launch._short_switch_interval(), launch._short_switch_interval()
-        first.__enter__()
-        second.__enter__()
-        first.__exit__(None, None, None)
-        assert sys.getswitchinterval() == launch.START_SWITCH_INTERVAL  # the second start still runs
-        second.__exit__(None, None, None)
-        assert sys.getswitchinterval() == pytest.approx(0.004)
-    finally:
-        sys.setswitchinterval(previous)

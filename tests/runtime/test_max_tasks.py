@@ -10,7 +10,8 @@ from codecorpus import schema
 from codecorpus.config import load_recipe_data
 from codecorpus.pipeline import tasks
 from codecorpus.pipeline.spec import Job
-from codecorpus.runtime.executor import Executor, _PlanTasks
+from codecorpus.runtime.executor import Executor
+from codecorpus.runtime.scheduler import PlanTasks
 from conftest import fixture_recipe
 
 # lambdas: Ray's workers cannot import this module, so the functions travel by value
@@ -37,6 +38,6 @@ def test_one_task_at_a_time_when_capped_and_side_by_side_when_not(tmp_path, ray_
         _, _, results = ex.run_jobs("probe", jobs, ctx)
         assert (_overlaps([(r["start"], r["end"]) for r in results]) > 0) is side_by_side, (cap, results)
 
-        planned = _PlanTasks(ex).map("plan", _spell, [0.4] * 4)
+        planned = PlanTasks(ex.run, ex.ray_ready, ex.max_tasks).map("plan", _spell, [0.4] * 4)
         assert len(planned) == 4
         assert (_overlaps([tuple(p) for p in planned]) > 0) is side_by_side, (cap, planned)

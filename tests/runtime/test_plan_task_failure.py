@@ -9,7 +9,8 @@ import pytest
 from codecorpus.config import load_recipe_data
 from codecorpus.ingest import git, plan
 from codecorpus.pipeline.spec import named, repositories
-from codecorpus.runtime.executor import Executor, PipelineError, _PlanTasks
+from codecorpus.runtime.executor import Executor, PipelineError
+from codecorpus.runtime.scheduler import PlanTasks
 from conftest import fixture_recipe
 
 # a lambda: Ray's workers cannot import this module, so the function travels by value
@@ -26,7 +27,7 @@ def test_a_failed_planning_task_names_its_repositories(tmp_path: Path, ray_local
     ex = Executor(load_recipe_data(fixture_recipe(tmp_path, name="planfail")), tmp_path / "run", quiet=True)
     batches = [["/repos/fine"], ["/repos/also-fine", "/repos/broken", "/repos/last"]]
     with pytest.raises(PipelineError) as failed:
-        _PlanTasks(ex).map("plan-src", _fails, batches, lambda batch: named(batch, "repositories"))
+        PlanTasks(ex.run, ex.ray_ready, ex.max_tasks).map("plan-src", _fails, batches, lambda batch: named(batch, "repositories"))
     message = str(failed.value)
     assert "task plan-src:1 failed" in message
     assert "input: 3 repositories, /repos/also-fine ... /repos/last" in message

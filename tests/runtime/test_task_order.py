@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from codecorpus.pipeline.spec import Job
-from codecorpus.runtime.executor import heaviest_first
+from codecorpus.runtime.scheduler import heaviest_first
 
 
 def _job(name: str, reads: tuple[str, ...] = (), weight: int | None = None) -> Job:

@@ -15,9 +15,6 @@ from codecorpus import schema
 from codecorpus.dedup.config import DedupConfig
 from codecorpus.pipeline.spec import Job, StageRun, StageSpec
 
-TASK_MODULES = ("codecorpus.dedup.near", "codecorpus.dedup.forks", "codecorpus.pipeline.tasks")
-"""Imported when the phases run, not when the stage is declared (``StageSpec.modules``)."""
-
 
 def _part(run: StageRun, stage: str, i: int) -> tuple[str, ...]:
     return (str(run.run.part(stage, i)),)
@@ -96,12 +93,6 @@ def _fork_keys_job(run: StageRun, i: int) -> Job:
                _part(run, run.upstream, i))
 
 
-def dedup_head(run: StageRun) -> functools.partial:
-    """The stage's first phase, shard by shard: fork keys with forks on, else signatures; each
-    reads the upstream's part ``i`` alone."""
-    return functools.partial(_fork_keys_job if run.cfg.forks.enabled else _signature_job, run)
-
-
 def _fork_phases(run: StageRun, n: int) -> None:
     """fkeys (per shard) -> fcount (per hash bucket) -> fedges (per repo bucket) -> fdecide (one task)."""
     from codecorpus.dedup import forks
@@ -123,4 +114,4 @@ def _fork_phases(run: StageRun, n: int) -> None:
     ])
 
 
-DEDUP = StageSpec("dedup", "global", DedupConfig, phases=dedup_phases, head=dedup_head, modules=TASK_MODULES)
+DEDUP = StageSpec("dedup", "global", DedupConfig, phases=dedup_phases)

@@ -8,9 +8,6 @@ from typing import Any
 from codecorpus.filters.config import FiltersConfig
 from codecorpus.pipeline.spec import StageRun, StageSpec
 
-TASK_MODULES = ("codecorpus.filters.stage", "codecorpus.filters.decontam")
-"""Imported when the stage runs, not when it is declared (``StageSpec.modules``)."""
-
 
 def with_driver_index(run_fn: Any) -> Any:
     """A map function factory for a stage that decontaminates: the benchmark n-gram index is
@@ -22,18 +19,6 @@ def with_driver_index(run_fn: Any) -> Any:
         return functools.partial(run_fn, cfg=run.cfg, index=decontam.driver_index(run.cfg.decontam))
 
     return make
-
-
-def prefetch_index(stage: str) -> Any:
-    """The ``prefetch`` of a stage that decontaminates: the benchmark index ``with_driver_index``
-    ships, built into the driver's cache."""
-
-    def prefetch(recipe: Any) -> None:
-        from codecorpus.filters import decontam
-
-        decontam.driver_index(getattr(recipe.stages, stage).decontam)
-
-    return prefetch
 
 
 def benchmark_parts(recipe: Any) -> list[Any]:
@@ -52,5 +37,4 @@ def filters_fn(run: StageRun) -> functools.partial:
     return with_driver_index(stage.run)(run)
 
 
-FILTERS = StageSpec("filters", "filter", FiltersConfig, map_fn=filters_fn, hash_parts=benchmark_parts,
-                    prefetch=prefetch_index("filters"), modules=TASK_MODULES)
+FILTERS = StageSpec("filters", "filter", FiltersConfig, map_fn=filters_fn, hash_parts=benchmark_parts)

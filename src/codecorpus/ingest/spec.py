@@ -14,8 +14,7 @@ if TYPE_CHECKING:
     from codecorpus.stage import MapResult
 
 # The functions below import their task modules when they run (planning, jobs, on a worker):
-# declaring the stage imports none of them (``StageSpec.modules``).
-TASK_MODULES = ("codecorpus.ingest.shardplan", "codecorpus.ingest.read", "codecorpus.pipeline.tasks")
+# declaring the stage imports none of them.
 
 
 def plan_sources(recipe: Any, plan_tasks: PlanTasks | None = None) -> tuple[list[shardplan.ShardPlan], str]:
@@ -49,5 +48,4 @@ def ingest_jobs(stage: StageRun) -> list[Job]:
     ]
 
 
-INGEST = StageSpec("ingest", "source", IngestConfig, plan=plan_sources, source_jobs=ingest_jobs,
-                   modules=TASK_MODULES)
+INGEST = StageSpec("ingest", "source", IngestConfig, plan=plan_sources, source_jobs=ingest_jobs)

@@ -16,9 +16,6 @@ from codecorpus import schema
 from codecorpus.langid.config import LangidConfig
 from codecorpus.pipeline.spec import Job, StageRun, StageSpec
 
-TASK_MODULES = ("codecorpus.langid.stage", "codecorpus.pipeline.tasks")
-"""Imported when the phases run, not when the stage is declared (``StageSpec.modules``)."""
-
 
 def scan_job(run: StageRun, i: int) -> Job:
     """The scan task of shard ``i``."""
@@ -28,11 +25,6 @@ def scan_job(run: StageRun, i: int) -> Job:
     fn = functools.partial(stage.scan, cfg=run.cfg)
     return Job(f"scan-{schema.shard_name(i)}", tasks.scatter_task, (run.task, "scan", i, run.upstream, fn),
                (str(run.run.part(run.upstream, i)),))
-
-
-def langid_head(run: StageRun) -> functools.partial:
-    """The stage's first phase, shard by shard: each scan reads the upstream's part ``i`` alone."""
-    return functools.partial(scan_job, run)
 
 
 def langid_phases(run: StageRun) -> list[dict[str, Any]]:
@@ -54,4 +46,4 @@ def langid_phases(run: StageRun) -> list[dict[str, Any]]:
     ])
 
 
-LANGID = StageSpec("langid", "global", LangidConfig, phases=langid_phases, head=langid_head, modules=TASK_MODULES)
+LANGID = StageSpec("langid", "global", LangidConfig, phases=langid_phases)

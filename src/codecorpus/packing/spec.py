@@ -21,10 +21,6 @@ from codecorpus.tokenize.spec import run_tokenizer
 if TYPE_CHECKING:
     from codecorpus.packing import task as packtask
 
-TASK_MODULES = ("codecorpus.packing.task", "codecorpus.packing.longtask", "codecorpus.mixing.task")
-"""Imported when the phases run, not when the stage is declared (``StageSpec.modules``)."""
-
-
 def pack_phases(run: StageRun) -> list[dict[str, Any]]:
     """Every output set; a document is counted once per stage: the first set's view is the stage's rows."""
     from codecorpus.packing import task as packtask
@@ -114,5 +110,5 @@ def output_parts(recipe: Any) -> list[Any]:
 
 PACK = StageSpec(
     "pack", "sink", PackConfig, phases=pack_phases, hash_parts=output_parts, upstream="tokenize",
-    output_dirs=("shards",), output_files=("manifest.json",), modules=TASK_MODULES,
+    output_dirs=("shards",), output_files=("manifest.json",),
 )

@@ -22,7 +22,6 @@ in the error when it fails).
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -157,10 +156,6 @@ def _no_parts(recipe: Recipe) -> list[Any]:
     return []
 
 
-def _never(recipe: Recipe) -> bool:
-    return False
-
-
 def _default_config(recipe: Recipe, name: str) -> Any:
     return getattr(recipe.stages, name, None)
 
@@ -174,9 +169,8 @@ class StageSpec:
     config_model: type | None
     """The frozen pydantic model of ``stages.<name>`` (documentation and validation)."""
     map_fn: Callable[[StageRun], Callable[[pa.Table], MapResult]] | None = None
-    """Map kinds: the pure shard function (configured), built once on the driver, while the
-    upstream stage still runs (``head``): it may not read the upstream's stats, shard count or
-    parts, unless ``map_needs_upstream`` says it does."""
+    """Map kinds: the pure shard function (configured), built once on the driver when the stage
+    begins (its upstream complete), and shipped to every shard's task."""
     phases: Callable[[StageRun], list[dict[str, Any]]] | None = None
     """Global and sink kinds: run the phases, return the output tasks' stats for ``_stats.json``."""
     plan: Callable[[Recipe, PlanTasks], tuple[list[Any], str]] | None = None
@@ -196,28 +190,6 @@ class StageSpec:
     """Run-directory files a sink owns (``manifest.json``): removed on reset."""
     check: Callable[[Recipe], None] | None = None
     """Raises RecipeError before any work when the stage cannot run (e.g. a bad ``use:``)."""
-    prefetch: Callable[[Recipe], None] | None = None
-    """Driver-side work the stage needs from the recipe alone, cached per process (the
-    decontamination index its tasks are shipped, the tokenizer its manifests name): the
-    runtime runs it in a background thread from the end of planning, beside Ray's start and
-    the stages before, and the stage waits for it before it begins (``Executor.prefetch``),
-    so the workers do not idle while the driver builds it then. Only a head start: when it
-    failed, the stage does the same work itself and meets the error there."""
-    head: Callable[[StageRun], Callable[[int], Job] | None] | None = None
-    """Global and sink kinds: the stage's first phase where it is one job per upstream shard and
-    job ``i`` reads the upstream's part ``i`` and nothing else of the upstream: ``head(run)``
-    returns the job of shard ``i``, or None when this recipe's first phase needs the whole
-    upstream. ``run`` may not ask for the upstream's stats or shard count: the executor builds
-    the head while the upstream stage runs, and starts shard ``i``'s job as soon as the
-    upstream's task ``i`` is done (``Executor.run_jobs``). The stage's own ``phases`` must build
-    the same jobs (the same names); they find them running or done. None: the stage starts
-    when the upstream stage has ended. Map kinds have a head without declaring it: their map job."""
-    map_needs_upstream: Callable[[Recipe], bool] = _never
-    """Map kinds: whether building ``map_fn`` reads the whole upstream (tokenize training its
-    tokenizer on it): its shards then wait for the upstream stage's end, not for their own shard."""
-    modules: tuple[str, ...] = field(default=())
-    """The task-body modules the stage's functions import when they run, not when the spec is
-    declared (so checking a recipe imports no stage's dependencies): ``imports()``."""
 
     def __post_init__(self) -> None:
         needs = {
@@ -227,13 +199,6 @@ class StageSpec:
         missing = [k for k in needs if getattr(self, k) is None]
         if missing:
             raise TypeError(f"stage spec {self.name} (kind {self.kind}) needs {', '.join(missing)}")
-
-    def imports(self) -> tuple[str, ...]:
-        """Every module the stage's jobs need: its spec's own module(s) and ``modules``. The runtime
-        imports them beside Ray's start, on the driver (which builds the jobs) and on each worker."""
-        fns = (self.plan, self.source_jobs, self.map_fn, self.phases)
-        own = {fn.__module__ for fn in fns if fn is not None and not isinstance(fn, functools.partial)}
-        return (*sorted(own), *self.modules)
 
 
 Pipeline = tuple[StageSpec, ...]

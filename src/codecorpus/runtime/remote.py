@@ -3,9 +3,8 @@
 Ray ships a remote function with cloudpickle, and with it, by reference, each module-level
 function and module the function uses: a worker imports the modules those live in before
 its first task. This module imports only what the wrapper and the warm-up use (Ray, the
-task's memory and fault-injection hooks, the pandas probe). When they lived in the
-driver's executor, each worker also imported rich's progress bars and every pipeline's
-stage specs: 0.037 s of CPU a worker here, on top of the task modules.
+task's memory and fault-injection hooks): a wrapper that lived in the driver's executor would
+make each worker import rich's progress bars and every pipeline's stage specs too.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ import ray
 
 from codecorpus.runtime import memory
 from codecorpus.storage.faults import checkpoint
-from codecorpus.storage.pandas_probe import answer_pandas_probe
 
 TASK_RETRIES = 2
 """Retries of a failed task (a crashed worker, or an exception) before the run stops."""
@@ -27,6 +25,9 @@ TASK_TIME = "_task_seconds"
 """The key under which a task's result carries its body's (wall, CPU) seconds back to the driver."""
 RUNTIME_KEYS = ("node", "memory", TASK_TIME)
 """What ``_remote`` adds to a task's stats dict: the runtime's, never an output's."""
+WARM_MODULES = ("codecorpus.pipeline.tasks", "pyarrow.parquet")
+"""What every run's tasks import: the shared task kinds and the Parquet reader. A stage's own
+modules are imported by its task bodies when they first run."""
 
 
 def import_modules(modules: Sequence[str]) -> None:
@@ -36,18 +37,15 @@ def import_modules(modules: Sequence[str]) -> None:
 
 
 @ray.remote
-def _warm(modules: Sequence[str], pandas_probe: bool = False) -> None:
-    """Import what the run's tasks need, so a worker's first shard does not pay for it; with
-    ``pandas_probe``, first answer pyarrow's pandas probe (``storage/pandas_probe.py``)."""
-    if pandas_probe:
-        answer_pandas_probe()
+def _warm(modules: Sequence[str]) -> None:
+    """Import what every run's tasks need, so a worker's first shard does not pay for it."""
     import_modules(modules)
 
 
-def warm_workers(modules: Sequence[str], pandas_probe: bool = False) -> None:
+def warm_workers(modules: Sequence[str]) -> None:
     """One ``_warm`` task per CPU of the cluster: each worker imports ``modules`` before its first task."""
     for _ in range(int(ray.cluster_resources().get("CPU", 1))):
-        _warm.remote(modules, pandas_probe)
+        _warm.remote(modules)
 
 
 @ray.remote(max_retries=TASK_RETRIES, retry_exceptions=True, scheduling_strategy="SPREAD")  # as Ray Data reads

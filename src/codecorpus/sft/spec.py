@@ -14,7 +14,7 @@ from typing import Any
 
 from codecorpus import schema
 from codecorpus.filters import decontam
-from codecorpus.filters.spec import prefetch_index, with_driver_index
+from codecorpus.filters.spec import with_driver_index
 from codecorpus.model import config_hash
 from codecorpus.packing.spec import merge_small_shards
 from codecorpus.pipeline import tasks
@@ -31,7 +31,6 @@ from codecorpus.sft.config import (
 )
 from codecorpus.sft.template import choose_template
 from codecorpus.storage.atomic import file_digests
-from codecorpus.tokenize.spec import prefetch_tokenizer
 
 
 def ingest_jobs(run: StageRun) -> list[Job]:
@@ -118,20 +117,14 @@ def pack_parts(recipe: Any) -> list[Any]:
     return [recipe.tokenizer, [o.model_dump(mode="json") for o in recipe.outputs]]
 
 
-def prefetch_sft_pack(recipe: Any) -> None:
-    """The tokenizer the set manifest names: the recipe's own (``sfttask.write_set_manifest``)."""
-    prefetch_tokenizer(recipe.tokenizer)
-
-
 SFT_INGEST = StageSpec("sft_ingest", "source", SftIngestConfig, plan=plan_traces, source_jobs=ingest_jobs)
 SFT_VALIDATE = StageSpec("sft_validate", "filter", SftValidateConfig, map_fn=validate_fn)
 SFT_SELECT = StageSpec(
     "sft_select", "filter", SftSelectConfig, map_fn=with_driver_index(select.run), hash_parts=select_parts,
-    prefetch=prefetch_index("sft_select"),
 )
 SFT_DEDUP = StageSpec("sft_dedup", "global", SftDedupConfig, phases=dedup_phases, hash_parts=dedup_parts)
 SFT_RENDER = StageSpec("sft_render", "filter", SftRenderConfig, map_fn=render_fn, hash_parts=render_parts)
 SFT_PACK = StageSpec(
     "sft_pack", "sink", SftPackConfig, phases=pack_phases, hash_parts=pack_parts,
-    output_dirs=("shards",), output_files=("manifest.json",), prefetch=prefetch_sft_pack,
+    output_dirs=("shards",), output_files=("manifest.json",),
 )

@@ -11,9 +11,6 @@ from codecorpus.storage.atomic import atomic_write_bytes
 from codecorpus.storage.mirror import ensure_local
 from codecorpus.tokenize.config import TokenizeConfig, TokenizerConfig
 
-TASK_MODULES = ("codecorpus.tokenize.stage", "codecorpus.tokenize.tokenizer")
-"""Imported when the stage runs, not when it is declared (``StageSpec.modules``)."""
-
 
 def set_tokenizer(recipe: Any) -> TokenizerConfig:
     """The recipe's tokenizer with the tokens its output sets need (FIM, repository markers)."""
@@ -41,15 +38,6 @@ def run_tokenizer(run: StageRun) -> TokenizerConfig:
     return cfg.model_copy(update={"train": None, "path": str(path)})
 
 
-def prefetch_tokenizer(cfg: TokenizerConfig) -> None:
-    """Load a tokenizer into this process's cache (``load_tokenizer``); a ``train:`` one is
-    trained by its run first, so it is left alone."""
-    if cfg.train is None:
-        from codecorpus.tokenize.tokenizer import load_tokenizer
-
-        load_tokenizer(cfg)
-
-
 def tokenize_fn(run: StageRun) -> functools.partial:
     from codecorpus.tokenize import stage
 
@@ -60,10 +48,4 @@ def tokenizer_parts(recipe: Any) -> list[Any]:
     return [recipe.tokenizer]
 
 
-def trains_tokenizer(recipe: Any) -> bool:
-    """A ``train:`` tokenizer is trained on the whole upstream before the stage's map is built."""
-    return recipe.tokenizer.train is not None
-
-
-TOKENIZE = StageSpec("tokenize", "annotator", TokenizeConfig, map_fn=tokenize_fn, hash_parts=tokenizer_parts,
-                     map_needs_upstream=trains_tokenizer, modules=TASK_MODULES)
+TOKENIZE = StageSpec("tokenize", "annotator", TokenizeConfig, map_fn=tokenize_fn, hash_parts=tokenizer_parts)
