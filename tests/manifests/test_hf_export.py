@@ -156,7 +156,7 @@ def test_a_set_without_masks_is_refused_unless_all_ones(tmp_path):
     set_dir = tmp_path / "pretrain"
     set_dir.mkdir()
     m = build_set(set_dir, mask=False)
-    with pytest.raises(hf.ExportError, match="no loss mask.*--all-ones-mask"):
+    with pytest.raises(hf.ExportError, match=r"no loss mask.*--all-ones-mask"):
         hf.export_hf(set_dir, tmp_path / "out")
     assert not (tmp_path / "out").exists()
     result = CliRunner().invoke(app, ["manifest", "export-hf", str(set_dir), str(tmp_path / "out")])
