@@ -398,6 +398,10 @@ def manifest_export_hf(
     c = sidecar["counts"]
     out.print(f"wrote {c['rows']:,} rows ({sidecar['mode']}), {c['tokens']:,} tokens, {c['loss_tokens']:,} loss "
               f"tokens in {len(sidecar['files'])} file(s) to {dest}")
+    if c["trained_segment_starts"]:
+        console.print(f"[yellow]note:[/] {c['trained_segment_starts']:,} segment(s) train their first token "
+                      "(train_on_system); TRL's padding-free collator never trains a segment's first token, "
+                      f"so it trains {c['loss_tokens'] - c['trained_segment_starts']:,} loss tokens", highlight=False)
 
 
 # --- report ------------------------------------------------------------------

@@ -24,8 +24,9 @@ VOCAB = 1000
 TEMPLATE_SHA = "ab" * 32
 
 
-def build_set(set_dir, n_shards=2, docs_per_shard=60, seed=0, mask=True, vocab=VOCAB, dtype="uint16"):
-    """A packed SFT-like set: documents of 2-40 tokens, the first token of each never trained."""
+def build_set(set_dir, n_shards=2, docs_per_shard=60, seed=0, mask=True, vocab=VOCAB, dtype="uint16",
+              train_starts=False):  # fmt: skip
+    """A packed SFT-like set: documents of 2-40 tokens, the first token of each trained only if ``train_starts``."""
     rng = np.random.default_rng(seed)
     records = []
     for k in range(n_shards):
@@ -39,7 +40,7 @@ def build_set(set_dir, n_shards=2, docs_per_shard=60, seed=0, mask=True, vocab=V
         if mask:
             m = rng.integers(0, 2, len(packed.tokens)).astype(np.uint8)
             starts = np.concatenate([[0], np.cumsum(packed.sequence_lengths)[:-1]])
-            m[starts] = 0
+            m[starts] = 1 if train_starts else 0
             files["mask"] = megatron.write_loss_mask(prefix, m)
             loss = int(m.sum())
         records.append(mf.record_shard(prefix, files, seq_len=SEQ_LEN, loss_tokens=loss))
@@ -102,7 +103,8 @@ def test_packed_rows_follow_trl_conventions_and_the_sets_mask(sft_set, tmp_path)
         assert len(row["doc_ids"]) == len(row["seq_lengths"])
     assert any(len(r) > 1 for r in rows.column("seq_lengths").to_pylist())  # rows do hold several segments
     assert sidecar["counts"] == {"rows": m["totals"]["sequences"], "tokens": m["totals"]["tokens"],
-                                 "segments": m["totals"]["segments"], "loss_tokens": m["totals"]["loss_tokens"]}  # fmt: skip
+                                 "segments": m["totals"]["segments"], "loss_tokens": m["totals"]["loss_tokens"],
+                                 "trained_segment_starts": 0}  # fmt: skip
     # provenance: the tokenizer and chat template, in the sidecar and in every file's schema
     assert sidecar["tokenizer"] == m["tokenizer"] and sidecar["chat_template"]["sha256"] == TEMPLATE_SHA
     assert sidecar["set"]["manifest_sha256"] == mf.sha256_file(sft_set / schema.MANIFEST_NAME)
@@ -257,3 +259,14 @@ def test_verify_without_the_set_uses_the_recorded_totals(sft_set, tmp_path):
     assert any(p.startswith("export loss_tokens: expected") for p in hf.verify_export(out))
     shutil.move(moved, sft_set)  # the set is back: its manifest's totals disagree with the sidecar's
     assert any("set.totals" in p for p in hf.verify_export(out))
+
+
+def test_segments_that_train_their_first_token_are_counted(tmp_path):
+    set_dir = tmp_path / "system-trained"
+    set_dir.mkdir()
+    m = build_set(set_dir, train_starts=True)
+    result = CliRunner().invoke(app, ["manifest", "export-hf", str(set_dir), str(tmp_path / "out")])
+    assert result.exit_code == 0 and "never trains a segment's first token" in result.output
+    sidecar = json.loads((tmp_path / "out" / hf.EXPORT_NAME).read_text())
+    assert sidecar["counts"]["trained_segment_starts"] == m["totals"]["segments"]
+    assert hf.verify_export(tmp_path / "out") == []

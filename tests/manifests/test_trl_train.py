@@ -156,7 +156,7 @@ def check_batch(batch: dict, rows: list[dict]) -> list[int]:
         row = rows[candidates[0]]
         n = len(row["ids"])
         want = [t if m else -100 for t, m in zip(row["ids"], row["mask"], strict=True)]
-        assert labels[at : at + n] == want, "labels are not -100 exactly where the set's mask is 0"
+        assert labels[at : at + n] == want, "the labels are not -100 exactly where the set's mask is 0"
         assert positions[at : at + n] == row["positions"]
         starts += [at + s for s in row["starts"]]
         held.append(candidates[0])
@@ -175,6 +175,9 @@ def test_sft_trainer_trains_on_the_export_with_the_sets_masks(which, request, tm
     assert verify(export) == []
     rows = set_rows(set_dir)
     assert any(len(r["starts"]) > 1 for r in rows) and any(0 in r["mask"] for r in rows)
+    # TRL never trains a segment's first token; these recipes (train_on_system: false) never do either,
+    # so "labels -100 exactly where the mask is 0" is what TRL must give, token for token
+    assert all(r["mask"][s] == 0 for r in rows for s in r["starts"])
 
     trainer, trained_on = train(export, tmp_path)
     assert trainer.state.global_step == STEPS and len(trained_on) == STEPS

@@ -76,6 +76,9 @@ ID_TYPES = {"int32": pa.int32(), "int64": pa.int64(), "uint16": pa.uint16(), "ui
 BATCH_TOKENS = 1 << 22
 """Tokens per Parquet row group (at least one row): bounds the memory of a reader's batch."""
 
+COUNTS = ("rows", "tokens", "segments", "loss_tokens", "trained_segment_starts")
+"""What an export counts, per file and in all; verify recounts every one from the files."""
+
 TRL_SETTINGS = {"completion_only_loss": True, "padding_free": True, "packing": False, "max_length": None}
 """The ``SFTConfig`` settings the packed rows assume: the mask becomes the labels, rows are
 concatenated without padding, TRL neither repacks nor truncates them."""
@@ -270,7 +273,23 @@ def _write_shard(shard: _Shard, path: Path, per_example: bool, id_type: pa.DataT
         "tokens": int(shard.lengths.sum()),
         "segments": len(shard.lengths),
         "loss_tokens": int(np.asarray(shard.mask).sum(dtype=np.int64)),
+        "trained_segment_starts": trained_segment_starts(shard.mask, shard.lengths),
     }
+
+
+def trained_segment_starts(mask: np.ndarray, lengths: np.ndarray) -> int:
+    """Segments whose first token the mask trains: TRL's padding-free collator never does.
+
+    Its labels are -100 at every position 0 (nothing inside the segment predicts
+    that token), so TRL trains ``loss_tokens`` less this many tokens. A set rendered
+    with ``train_on_system: false`` has none: every segment opens with a role header.
+
+    >>> trained_segment_starts(np.array([0, 1, 1, 1, 0], np.uint8), np.array([2, 2, 1]))
+    1
+    """
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    nonempty = starts[lengths > 0]
+    return int(np.asarray(mask)[nonempty].sum(dtype=np.int64)) if len(nonempty) else 0
 
 
 # --- the export -------------------------------------------------------------------------------
@@ -343,7 +362,7 @@ def export_hf(set_dir: Path | str, out_dir: Path | str, *, per_example: bool = F
             files.append({"path": name, "shard": record["prefix"], "bytes": path.stat().st_size,
                           "sha256": sha256_file(path), **counts})  # fmt: skip
         sidecar["files"] = files
-        sidecar["counts"] = {k: sum(f[k] for f in files) for k in ("rows", "tokens", "segments", "loss_tokens")}
+        sidecar["counts"] = {k: sum(f[k] for f in files) for k in COUNTS}
         atomic_write_bytes(staging / EXPORT_NAME, _json_bytes(sidecar))
         if out_dir.exists():  # empty, or this same export (checked above): replaced whole
             shutil.rmtree(out_dir)
@@ -393,7 +412,8 @@ def _file_counts(path: Path, vocab: int) -> tuple[dict[str, int], list[str], pa.
     if len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= vocab):
         problems.append(f"{name}: token ids span [{ids.min()}, {ids.max()}], outside the vocabulary [0, {vocab})")
     counts = {"rows": table.num_rows, "tokens": len(ids), "segments": len(lengths),
-              "loss_tokens": int(mask.sum(dtype=np.int64)) if len(mask) else 0}  # fmt: skip
+              "loss_tokens": int(mask.sum(dtype=np.int64)) if len(mask) else 0,
+              "trained_segment_starts": trained_segment_starts(mask, lengths) if not problems else 0}  # fmt: skip
     return counts, problems, table
 
 
@@ -439,7 +459,7 @@ def verify_export(path: Path | str) -> list[str]:
     set_dir = (root / sidecar["set"]["path"]).resolve()
     set_m = _set_manifest_if_present(set_dir, sidecar)
     problems = list(set_m) if isinstance(set_m, list) else []
-    found = {"rows": 0, "tokens": 0, "segments": 0, "loss_tokens": 0}
+    found = dict.fromkeys(COUNTS, 0)
     for entry in sidecar["files"]:
         file_path = root / entry["path"]
         if not file_path.is_file():
@@ -497,5 +517,7 @@ def show_export(sidecar: dict[str, Any]) -> list[str]:
         f"chat template {str(template)[:12] if template else 'none'}",
         f"  rows        {c['rows']:,}  segments {c['segments']:,}  tokens {c['tokens']:,}  loss {c['loss_tokens']:,}"
         f"{'  (all-ones mask)' if sidecar.get('all_ones_mask') else ''}",
+        f"  TRL trains  {c['loss_tokens'] - c.get('trained_segment_starts', 0):,} of them "
+        f"(never a segment's first token: {c.get('trained_segment_starts', 0):,} here)",
         f"  files       {len(sidecar['files'])}  TRL settings {sidecar['trl']}",
     ]
