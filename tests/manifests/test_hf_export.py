@@ -270,3 +270,13 @@ def test_segments_that_train_their_first_token_are_counted(tmp_path):
     sidecar = json.loads((tmp_path / "out" / hf.EXPORT_NAME).read_text())
     assert sidecar["counts"]["trained_segment_starts"] == m["totals"]["segments"]
     assert hf.verify_export(tmp_path / "out") == []
+
+
+def test_row_groups_bound_a_readers_batch_without_changing_the_rows(sft_set, tmp_path, monkeypatch):
+    hf.export_hf(sft_set, tmp_path / "one")
+    monkeypatch.setattr(hf, "BATCH_TOKENS", 100)
+    sidecar = hf.export_hf(sft_set, tmp_path / "many")
+    path = tmp_path / "many" / sidecar["files"][0]["path"]
+    assert pq.ParquetFile(path).metadata.num_row_groups > 5
+    assert read_rows(tmp_path / "many").equals(read_rows(tmp_path / "one"))
+    assert hf.verify_export(tmp_path / "many") == []

@@ -95,6 +95,7 @@ class _Shard:
     tokens: np.ndarray
     mask: np.ndarray
     lengths: np.ndarray  # int64, one per segment
+    starts: np.ndarray  # int64, each segment's first token; one more entry: the shard's token count
     doc_index: np.ndarray  # int64, packed-sequence boundaries in segment space
     segments: pa.Table
 
@@ -182,14 +183,14 @@ def _read_shard(set_dir: Path, record: dict[str, Any]) -> _Shard:
     prefix = set_dir / record["prefix"]
     index = read_index(shard_file(prefix, "idx"))
     lengths = index.sequence_lengths.astype(np.int64)
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-    if not np.array_equal(index.sequence_pointers // index.dtype.itemsize, starts):
+    starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    if not np.array_equal(index.sequence_pointers // index.dtype.itemsize, starts[:-1]):
         raise ExportError(f"{prefix}: segments are not stored one after another: run `codecorpus manifest verify`")
     tokens = open_tokens(prefix, index.dtype)
     mask = open_loss_mask(prefix) if "mask" in record["files"] else np.ones(len(tokens), np.uint8)
     if len(mask) != len(tokens):
         raise ExportError(f"{prefix}: {len(mask)} mask bytes for {len(tokens)} tokens: run `codecorpus manifest verify`")
-    return _Shard(tokens, mask, lengths, index.document_indices.astype(np.int64), read_segments(prefix))
+    return _Shard(tokens, mask, lengths, starts, index.document_indices.astype(np.int64), read_segments(prefix))
 
 
 def _list(offsets: np.ndarray, values: pa.Array) -> pa.ListArray:
@@ -199,21 +200,19 @@ def _list(offsets: np.ndarray, values: pa.Array) -> pa.ListArray:
 def _positions(lengths: np.ndarray) -> np.ndarray:
     """0, 1, ... restarting at every segment.
 
-    >>> _positions(np.array([3, 2])).tolist()
-    [0, 1, 2, 0, 1]
+    >>> _positions(np.array([3, 2])).tolist(), _positions(np.array([], np.int64)).tolist()
+    ([0, 1, 2, 0, 1], [])
     """
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    starts = (np.cumsum(lengths) - lengths).astype(np.int64)
     return (np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(starts, lengths)).astype(np.int32)
 
 
-def _row_batches(shard: _Shard, rows: slice, per_example: bool, id_type: pa.DataType) -> pa.RecordBatch:
+def _row_batch(shard: _Shard, rows: slice, per_example: bool, id_type: pa.DataType) -> pa.RecordBatch:
     """Rows ``rows`` (packed sequences, or segments with ``per_example``) of a shard as one batch."""
     seg_lo, seg_hi = (rows.start, rows.stop) if per_example else (int(shard.doc_index[rows.start]),
                                                                    int(shard.doc_index[rows.stop]))  # fmt: skip
     lengths = shard.lengths[seg_lo:seg_hi]
-    seg_start = int(shard.lengths[:seg_lo].sum())
-    n_tok = int(lengths.sum())
-    tok = slice(seg_start, seg_start + n_tok)
+    tok = slice(int(shard.starts[seg_lo]), int(shard.starts[seg_hi]))
     ids = pa.array(np.asarray(shard.tokens[tok]).astype(id_type.to_pandas_dtype()), id_type)
     mask = pa.array(np.asarray(shard.mask[tok]).astype(np.int8), pa.int8())
     positions = pa.array(_positions(lengths), pa.int32())
@@ -254,20 +253,17 @@ def _row_groups(row_tokens: np.ndarray) -> list[slice]:
 
 def _write_shard(shard: _Shard, path: Path, per_example: bool, id_type: pa.DataType,
                  provenance: bytes) -> dict[str, Any]:  # fmt: skip
-    if per_example:
-        row_tokens = shard.lengths
-    else:
-        ends = np.concatenate([[0], np.cumsum(shard.lengths)])[shard.doc_index]
-        row_tokens = np.diff(ends)
-    batches = [_row_batches(shard, g, per_example, id_type) for g in _row_groups(row_tokens) if g.stop > g.start]
-    table_schema = (batches[0].schema if batches else _row_batches(shard, slice(0, 0), per_example, id_type).schema)
+    row_tokens = shard.lengths if per_example else np.diff(shard.starts[shard.doc_index])
+    table_schema = _row_batch(shard, slice(0, 0), per_example, id_type).schema
     table_schema = table_schema.with_metadata({b"codecorpus": provenance})
     with atomic_writer(path) as f, pq.ParquetWriter(
         f, table_schema, compression=schema.PARQUET_COMPRESSION,
         compression_level=schema.PARQUET_COMPRESSION_LEVEL, write_statistics=False,
     ) as writer:  # fmt: skip
-        for batch in batches:
-            writer.write_batch(batch.replace_schema_metadata(table_schema.metadata), row_group_size=batch.num_rows)
+        for group in _row_groups(row_tokens):  # one row group at a time: a shard is never whole in memory
+            if group.stop > group.start:
+                batch = _row_batch(shard, group, per_example, id_type)
+                writer.write_batch(batch.replace_schema_metadata(table_schema.metadata), row_group_size=batch.num_rows)
     return {
         "rows": len(row_tokens),
         "tokens": int(shard.lengths.sum()),
@@ -287,7 +283,7 @@ def trained_segment_starts(mask: np.ndarray, lengths: np.ndarray) -> int:
     >>> trained_segment_starts(np.array([0, 1, 1, 1, 0], np.uint8), np.array([2, 2, 1]))
     1
     """
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    starts = (np.cumsum(lengths) - lengths).astype(np.int64)
     nonempty = starts[lengths > 0]
     return int(np.asarray(mask)[nonempty].sum(dtype=np.int64)) if len(nonempty) else 0
 
