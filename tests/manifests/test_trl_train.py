@@ -14,12 +14,14 @@ trained on, recorded in ``compute_loss``, and every batch of its train dataloade
 against the set's files read by the project's own loader, not against the export:
 the labels are -100 exactly where the set's mask is 0, the positions restart at
 every segment boundary (and TRL's ``cu_seq_lens`` are the set's boundaries), the
-loss is finite.
+loss is finite. ``--per-example`` rows go through TRL's own best-fit packing with
+every example intact and its mask the set's.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import math
 import os
@@ -197,3 +199,50 @@ def test_sft_trainer_trains_on_the_export_with_the_sets_masks(which, batch_size,
     trained_tokens = sum(sum(label != -100 for label in ex["labels"]) for ex in trainer.train_dataset)
     loss_tokens = json.loads((set_dir / "manifest.json").read_text())["totals"]["loss_tokens"]
     assert trained_tokens == loss_tokens == sum(sum(r["mask"]) for r in rows)
+
+
+def set_segments(set_dir: Path) -> dict[tuple, list[dict]]:
+    """Every segment (example) of the set from its own files, by its first tokens."""
+    segments: dict[tuple, list[dict]] = {}
+    for row in set_rows(set_dir):
+        bounds = [*row["starts"], len(row["ids"])]
+        for a, b in itertools.pairwise(bounds):
+            seg = {"ids": row["ids"][a:b], "mask": row["mask"][a:b]}
+            segments.setdefault(tuple(seg["ids"][:16]), []).append(seg)
+    return segments
+
+
+def test_trl_repacks_per_example_rows_and_keeps_the_sets_masks(edit_set, tmp_path):
+    """``--per-example`` rows through TRL's own best-fit packing: every example intact, its mask as the set's."""
+    import torch
+    from datasets import load_dataset
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from trl import SFTConfig, SFTTrainer
+
+    export = tmp_path / "export"
+    result = CliRunner().invoke(app, ["manifest", "export-hf", "--per-example", str(edit_set), str(export)])
+    assert result.exit_code == 0, result.output
+    sidecar = json.loads((export / EXPORT_NAME).read_text())
+    rows = load_dataset("parquet", data_files=str(export / "data" / "*.parquet"), split="train",
+                        cache_dir=str(tmp_path / "hf-cache"))  # fmt: skip
+    assert len(rows) == sidecar["set"]["totals"]["segments"]
+    seq_len = sidecar["set"]["seq_len"]
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(Qwen2Config(vocab_size=sidecar["tokenizer"]["vocab_size"], hidden_size=8,
+                                         intermediate_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                         num_key_value_heads=1, max_position_embeddings=seq_len))  # fmt: skip
+    args = SFTConfig(output_dir=str(tmp_path / "trainer"), per_device_train_batch_size=2, report_to="none",
+                     use_cpu=True, dataloader_num_workers=0, completion_only_loss=True, packing=True,
+                     packing_strategy="bfd", max_length=seq_len)  # fmt: skip
+    trainer = SFTTrainer(model=model, args=args, train_dataset=rows, processing_class=tokenizer_of(sidecar))
+    assert len(trainer.train_dataset) < len(rows)  # TRL packed several examples into a row
+    segments, seen = set_segments(edit_set), 0
+    for batch in trainer.get_train_dataloader():
+        ids, labels = batch["input_ids"][0].tolist(), batch["labels"][0].tolist()
+        starts = [i for i, p in enumerate(batch["position_ids"][0].tolist()) if p == 0]
+        for a, b in zip(starts, [*starts[1:], len(ids)], strict=True):
+            matches = [s for s in segments.get(tuple(ids[a : a + 16]), []) if s["ids"] == ids[a:b]]
+            assert matches, f"TRL's packed tokens {a}:{b} are no example of the set"
+            assert labels[a:b] == [t if m else -100 for t, m in zip(matches[0]["ids"], matches[0]["mask"], strict=True)]
+            seen += 1
+    assert seen == sidecar["set"]["totals"]["segments"]
