@@ -70,8 +70,8 @@ PACKED, PER_EXAMPLE = "packed", "per-example"
 INPUT_IDS, COMPLETION_MASK, POSITION_IDS, SEQ_LENGTHS = "input_ids", "completion_mask", "position_ids", "seq_lengths"
 DOC_IDS, DOC_ID, DOC_OFFSET = "doc_ids", "doc_id", "doc_offset"
 
-ID_TYPES = {"int32": pa.int32(), "int64": pa.int64(), "uint16": pa.uint16(), "uint32": pa.uint32()}
-"""Arrow types ``input_ids`` may take; int32 (the default) holds every vocabulary codecorpus writes."""
+ID_TYPES = ("int32", "int64", "uint16", "uint32")
+"""Integer types ``input_ids`` may take; int32 (the default) holds every vocabulary codecorpus writes."""
 
 BATCH_TOKENS = 1 << 22
 """Tokens per Parquet row group (at least one row): bounds the memory of a reader's batch."""
@@ -130,7 +130,7 @@ def export_problems(m: dict[str, Any], set_dir: Path, *, per_example: bool, all_
     if id_dtype not in ID_TYPES:
         problems.append(f"id dtype {id_dtype!r} is not one of {', '.join(ID_TYPES)}")
     else:
-        holds = int(np.iinfo(ID_TYPES[id_dtype].to_pandas_dtype()).max) + 1
+        holds = int(np.iinfo(np.dtype(id_dtype)).max) + 1
         if vocab > holds:
             problems.append(f"{set_dir}: the vocabulary has {vocab:,} ids, more than {id_dtype} holds "
                             f"({holds:,}): export with --id-dtype int32")  # fmt: skip
@@ -207,13 +207,13 @@ def _positions(lengths: np.ndarray) -> np.ndarray:
     return (np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(starts, lengths)).astype(np.int32)
 
 
-def _row_batch(shard: _Shard, rows: slice, per_example: bool, id_type: pa.DataType) -> pa.RecordBatch:
+def _row_batch(shard: _Shard, rows: slice, per_example: bool, id_type: np.dtype) -> pa.RecordBatch:
     """Rows ``rows`` (packed sequences, or segments with ``per_example``) of a shard as one batch."""
     seg_lo, seg_hi = (rows.start, rows.stop) if per_example else (int(shard.doc_index[rows.start]),
                                                                    int(shard.doc_index[rows.stop]))  # fmt: skip
     lengths = shard.lengths[seg_lo:seg_hi]
     tok = slice(int(shard.starts[seg_lo]), int(shard.starts[seg_hi]))
-    ids = pa.array(np.asarray(shard.tokens[tok]).astype(id_type.to_pandas_dtype()), id_type)
+    ids = pa.array(np.asarray(shard.tokens[tok]).astype(id_type))  # numpy's dtype: no pandas import
     mask = pa.array(np.asarray(shard.mask[tok]).astype(np.int8), pa.int8())
     positions = pa.array(_positions(lengths), pa.int32())
     seg_lens = pa.array(lengths.astype(np.int32), pa.int32())
@@ -251,7 +251,7 @@ def _row_groups(row_tokens: np.ndarray) -> list[slice]:
     return groups
 
 
-def _write_shard(shard: _Shard, path: Path, per_example: bool, id_type: pa.DataType,
+def _write_shard(shard: _Shard, path: Path, per_example: bool, id_type: np.dtype,
                  provenance: bytes) -> dict[str, Any]:  # fmt: skip
     row_tokens = shard.lengths if per_example else np.diff(shard.starts[shard.doc_index])
     table_schema = _row_batch(shard, slice(0, 0), per_example, id_type).schema
@@ -352,7 +352,7 @@ def export_hf(set_dir: Path | str, out_dir: Path | str, *, per_example: bool = F
         files, n = [], len(m["shards"])
         for k, record in enumerate(m["shards"]):
             name = data_file_name(k, n)
-            counts = _write_shard(_read_shard(set_dir, record), staging / name, per_example, ID_TYPES[id_dtype],
+            counts = _write_shard(_read_shard(set_dir, record), staging / name, per_example, np.dtype(id_dtype),
                                   provenance)  # fmt: skip
             path = staging / name
             files.append({"path": name, "shard": record["prefix"], "bytes": path.stat().st_size,
