@@ -176,6 +176,8 @@ def test_a_vocabulary_larger_than_the_dtype_is_refused(tmp_path):
     with pytest.raises(hf.ExportError, match=r"151,851 ids, more than uint16 holds \(65,536\)"):
         hf.export_hf(set_dir, tmp_path / "out", id_dtype="uint16")
     hf.export_hf(set_dir, tmp_path / "out")  # int32 holds it
+    result = CliRunner().invoke(app, ["manifest", "export-hf", "--id-dtype", "float32", str(set_dir), str(tmp_path / "f")])
+    assert result.exit_code == 2 and "is not one of int32, int64, uint16, uint32" in result.output
     # a manifest whose vocabulary its own token dtype cannot hold is a damaged set
     small = tmp_path / "small"
     small.mkdir()
