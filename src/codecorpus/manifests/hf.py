@@ -25,7 +25,10 @@ so the same set gives the same bytes. Beside the data, ``codecorpus-export.json`
 holds the provenance (the set manifest's sha256 and totals, the tokenizer with
 its special ids, the chat template's hash and render settings), every file's
 sha256 and counts, and the TRL settings the rows assume. It is written last and
-the folder is renamed into place whole, so an export on disk is complete.
+the folder is renamed into place whole, so an export on disk is complete. Among
+the counts, ``trained_segment_starts``: segments whose first token the mask
+trains, which TRL's padding-free collator never trains (none in a set rendered
+with ``train_on_system: false``).
 
 ``verify_export`` re-reads every file: sha256, the row invariants (equal list
 lengths, positions derived from ``seq_lengths``, a 0/1 mask, ids inside the
