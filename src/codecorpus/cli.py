@@ -370,6 +370,35 @@ def manifest_export_datatrove(
     out.print(f"wrote {len(paths)} .ds file(s) to {dest}")
 
 
+@manifest_app.command("export-hf")
+def manifest_export_hf(
+    set_dir: Annotated[Path, typer.Argument(help="an SFT or edit set directory, e.g. RUN/shards/sft")],
+    dest: Annotated[Path, typer.Argument(help="new folder for data/train-*.parquet and codecorpus-export.json")],
+    per_example: Annotated[bool, typer.Option(
+        "--per-example", help="one row per example instead of one per packed sequence")] = False,
+    all_ones_mask: Annotated[bool, typer.Option(
+        "--all-ones-mask", help="export a set without loss masks (pretraining) with every token trained")] = False,
+    id_dtype: Annotated[str, typer.Option(help="Arrow type of input_ids: int32, int64, uint16 or uint32")] = "int32",
+) -> None:
+    """Write the set as Parquet that datasets' load_dataset and TRL's SFTTrainer read (docs/manifests-hf.md)."""
+    from codecorpus.manifests.hf import ExportError, export_hf
+    from codecorpus.storage.pandas_probe import answer_pandas_probe
+
+    if _OWN_PROCESS:  # the export converts numpy arrays only: pyarrow need not import pandas
+        answer_pandas_probe()
+    try:
+        sidecar = export_hf(set_dir, dest, per_example=per_example, all_ones_mask=all_ones_mask, id_dtype=id_dtype)
+    except (ExportError, FileNotFoundError) as err:
+        _fail(str(err))
+    c = sidecar["counts"]
+    out.print(f"wrote {c['rows']:,} rows ({sidecar['mode']}), {c['tokens']:,} tokens, {c['loss_tokens']:,} loss "
+              f"tokens in {len(sidecar['files'])} file(s) to {dest}")
+    if c["trained_segment_starts"]:
+        console.print(f"[yellow]note:[/] {c['trained_segment_starts']:,} segment(s) train their first token "
+                      "(train_on_system); TRL's padding-free collator never trains a segment's first token, "
+                      f"so it trains {c['loss_tokens'] - c['trained_segment_starts']:,} loss tokens", highlight=False)
+
+
 # --- report ------------------------------------------------------------------
 
 

@@ -675,12 +675,20 @@ def _listed_file_problems(root: Path, name: str, entry: dict[str, Any]) -> list[
 
 
 def _resolve(path: Path | str) -> Path:
+    """The manifest a path names: a folder's ``manifest.json``, or an export folder's sidecar."""
+    from codecorpus.manifests import hf
+
     path = Path(path)
-    return path / schema.MANIFEST_NAME if path.is_dir() else path
+    if not path.is_dir():
+        return path
+    if not (path / schema.MANIFEST_NAME).exists() and hf.is_export(path):
+        return path / hf.EXPORT_NAME
+    return path / schema.MANIFEST_NAME
 
 
 def verify(path: Path | str, split: str | None = None) -> list[str]:
-    """Verify a run or a set: ``path`` is a run dir, a set dir or a manifest.json.
+    """Verify a run, a set or an export: ``path`` is a run dir, a set dir, a manifest.json, or an
+    ``export-hf`` folder (``hf.verify_export``).
 
     ``split``: also check that every blend member serves this Megatron ``--split``.
     """
@@ -699,6 +707,10 @@ def verify(path: Path | str, split: str | None = None) -> list[str]:
         from codecorpus.manifests import rl
 
         return rl.verify(path)
+    from codecorpus.manifests import hf
+
+    if kind == hf.EXPORT_KIND:  # an export-hf folder: re-counted against its set manifest
+        return hf.verify_export(path)
     return [
         f"{path}: kind: expected {schema.RUN_MANIFEST_KIND!r} or {schema.SET_MANIFEST_KIND!r}, found {kind!r}"
     ]
@@ -787,6 +799,10 @@ def show(path: Path | str) -> str:
         from codecorpus.manifests import rl
 
         return "\n".join(rl.show(m))
+    from codecorpus.manifests import hf
+
+    if m.get("kind") == hf.EXPORT_KIND:
+        return "\n".join(hf.show_export(m))
     lines = [f"run {path.parent}  ({len(m.get('sets', {}))} sets)"]
     for name, entry in sorted(m.get("sets", {}).items()):
         set_m, error = _load(path.parent / entry["path"])
