@@ -53,4 +53,5 @@ def filters_fn(run: StageRun) -> functools.partial:
 
 
 FILTERS = StageSpec("filters", "filter", FiltersConfig, map_fn=filters_fn, hash_parts=benchmark_parts,
+                    config_paths=("decontam.files.*.path",),
                     prefetch=prefetch_index("filters"), modules=TASK_MODULES)

@@ -69,6 +69,27 @@ def _pipeline(attr: str) -> Pipeline:
     return globals()[attr] if attr in globals() else __getattr__(attr)
 
 
+def registered() -> Pipeline:
+    """Every stage of the pipelines, once, in pipeline order (``REPO_TASKS`` reuses ``sft_render``):
+    the one list of stages. The recipe's ``stages:`` model, the stage order, the ``--set``
+    shorthands, preflight's path checks and the manifests' provenance are derived from it."""
+    specs: dict[str, StageSpec] = {}
+    for attr in _KEYS.values():
+        for spec in _pipeline(attr):
+            specs.setdefault(spec.name, spec)
+    return tuple(specs.values())
+
+
+def stage_order() -> tuple[str, ...]:
+    """The built-in stage names in run order (``registered``)."""
+    return tuple(spec.name for spec in registered())
+
+
+def pipeline_stages(key: str) -> tuple[str, ...]:
+    """The stage names of one pipeline (``pretrain``, ``sft``, ``repo-tasks``, ``repo-envs``)."""
+    return tuple(spec.name for spec in _pipeline(_KEYS[key]))
+
+
 def pipeline_of(recipe: Any) -> Pipeline:
     """The pipeline a recipe runs: environments when it discovers them, SFT when it ingests
     traces, repository tasks when it mines commits, else pretraining."""

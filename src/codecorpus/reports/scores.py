@@ -33,8 +33,8 @@ import pyarrow.compute as pc
 from pydantic import ValidationError
 
 from codecorpus import schema
-from codecorpus.config import FiltersConfig
 from codecorpus.filters import rules
+from codecorpus.filters.config import FiltersConfig
 from codecorpus.storage import mirror as store
 from codecorpus.storage.parquet import parquet_schema, read_parquet_files
 

@@ -127,10 +127,12 @@ SFT_INGEST = StageSpec("sft_ingest", "source", SftIngestConfig, plan=plan_traces
 SFT_VALIDATE = StageSpec("sft_validate", "filter", SftValidateConfig, map_fn=validate_fn)
 SFT_SELECT = StageSpec(
     "sft_select", "filter", SftSelectConfig, map_fn=with_driver_index(select.run), hash_parts=select_parts,
+    config_paths=("decontam.files.*.path", "decontam_task_ids.*"),
     prefetch=prefetch_index("sft_select"),
 )
 SFT_DEDUP = StageSpec("sft_dedup", "global", SftDedupConfig, phases=dedup_phases, hash_parts=dedup_parts)
-SFT_RENDER = StageSpec("sft_render", "filter", SftRenderConfig, map_fn=render_fn, hash_parts=render_parts)
+SFT_RENDER = StageSpec("sft_render", "filter", SftRenderConfig, map_fn=render_fn, hash_parts=render_parts,
+                       config_paths=("chat_template",))
 SFT_PACK = StageSpec(
     "sft_pack", "sink", SftPackConfig, phases=pack_phases, hash_parts=pack_parts,
     output_dirs=("shards",), output_files=("manifest.json",), prefetch=prefetch_sft_pack,
