@@ -91,13 +91,14 @@ def pipeline_stages(key: str) -> tuple[str, ...]:
 
 
 def pipeline_of(recipe: Any) -> Pipeline:
-    """The pipeline a recipe runs: environments when it discovers them, SFT when it ingests
-    traces, repository tasks when it mines commits, else pretraining."""
-    if recipe.stages.env_discover is not None:
-        return _pipeline("REPO_ENVS")
-    if recipe.stages.sft_ingest is not None:
-        return _pipeline("SFT")
-    return _pipeline("REPO_TASKS" if recipe.stages.commits is not None else "PRETRAIN")
+    """The pipeline a recipe runs: the one whose source stage it enables (environments when it
+    discovers them, SFT when it ingests traces, repository tasks when it mines commits), else
+    pretraining."""
+    for attr in ("REPO_ENVS", "SFT", "REPO_TASKS"):
+        source = _pipeline(attr)[0]
+        if source.config(recipe, source.name) is not None:
+            return _pipeline(attr)
+    return _pipeline("PRETRAIN")
 
 
 def enabled_specs(recipe: Any) -> list[StageSpec]:

@@ -39,7 +39,7 @@ from codecorpus.storage import mirror as store
 from codecorpus.storage.parquet import parquet_schema, read_parquet_files
 
 if TYPE_CHECKING:
-    from codecorpus.reports.tables import RunData
+    from codecorpus.reports.run import RunData
 
 FILTERS_STAGE = "filters"
 HIST_BINS = 30
