@@ -3,7 +3,9 @@
 A recipe runs the stages of its pipeline that it enables (``stages.<name>: {...}``), in
 this order, with the user's own stages (``stages.<name>: {use: ...}``) inserted after
 the stage each names in ``after:``. Adding a built-in stage is one module with its spec
-plus one entry here.
+plus one entry here: these lists are the only list of stages (``registered``), from which
+the recipe's ``stages:`` model, the order, the ``--set`` shorthands, preflight's path
+checks and the manifests' provenance are derived.
 
 Each pipeline's spec modules are imported when the pipeline is first asked for
 (``PRETRAIN``, ``pipeline_of``): a command checks and plans one pipeline, and need not
