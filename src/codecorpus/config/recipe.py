@@ -105,7 +105,7 @@ class StagesConfig(Model):
         return dict(self.__pydantic_extra__ or {})
 
     def enabled(self) -> list[str]:
-        builtin = [name for name in self.stage_order if getattr(self, name) is not None]
+        builtin = [name for name in self.stage_order if getattr(self, name, None) is not None]
         return insert_user_stages(builtin, self.user_stages())
 
 
