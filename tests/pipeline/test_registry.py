@@ -114,6 +114,7 @@ def test_the_line_makes_it_a_recipe_key_with_its_order_shorthand_and_path(tmp_pa
     assert apply_overrides({}, ["blocklist.reason=x"]) == {"stages": {"blocklist": {"reason": "x"}}}
     with pytest.raises(RecipeError, match=r"stages.blocklist.file: required key is missing"):
         load_recipe(path, overrides=["blocklist={reason: x}"])
+    assert config.Recipe.model_validate(recipe.model_dump()).stages.blocklist == recipe.stages.blocklist
     check_recipe_inputs(recipe)
     (path.parent / "blocked.txt").unlink()
     with pytest.raises(RecipeError, match=r"stages.blocklist.file: .*blocked.txt does not exist"):

@@ -147,6 +147,14 @@ class Recipe(Model):
     tokenizer: TokenizerConfig | None = None
     outputs: tuple[OutputSet, ...] = ()
 
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any) -> Recipe:
+        """``Recipe.model_validate(data)`` validates with ``recipe_model()``, whose ``stages`` are
+        the registered stages (this class's own ``stages`` knows none of them)."""
+        if cls is Recipe:
+            return recipe_model().model_validate(obj, **kwargs)
+        return super().model_validate(obj, **kwargs)
+
     @model_validator(mode="after")
     def _consistent(self) -> Recipe:
         names = [s.name for s in self.sources]
