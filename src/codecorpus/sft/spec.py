@@ -18,7 +18,6 @@ from codecorpus import schema
 from codecorpus.filters.spec import prefetch_index, with_driver_index
 from codecorpus.model import config_hash
 from codecorpus.packing.spec import merge_small_shards
-from codecorpus.pipeline import tasks
 from codecorpus.pipeline.spec import Job, StageRun, StageSpec
 from codecorpus.sft.config import (
     SftDedupConfig,
@@ -53,6 +52,7 @@ def validate_fn(run: StageRun) -> functools.partial:
 
 def dedup_phases(run: StageRun) -> list[dict[str, Any]]:
     """bands (per shard) -> edges (per bucket) -> clusters (one task) -> apply (per shard)."""
+    from codecorpus.pipeline import tasks
     from codecorpus.sft import dedup
 
     cfg, ctx, upstream = run.cfg, run.task, run.upstream
