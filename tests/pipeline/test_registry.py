@@ -9,15 +9,18 @@ contract, and the set manifest's provenance lists it. No other file is edited.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import json
 import textwrap
+from pathlib import Path
 
 import pytest
 import yaml
 
-from codecorpus import config, schema
+from codecorpus import config, preflight, schema
 from codecorpus.config import RecipeError, apply_overrides, load_recipe, load_recipe_data
+from codecorpus.config import load as config_load
 from codecorpus.pipeline import pipelines
 from codecorpus.preflight import check_recipe_inputs
 from conftest import fixture_recipe, write_repos
@@ -139,3 +142,11 @@ def test_the_stage_runs_on_ray_and_the_manifest_lists_it(tmp_path, ray_local, bl
     manifest = json.loads(paths.set_manifest("short").read_text())
     assert "blocklist" in manifest["provenance"]["stages"]
     assert yaml.safe_load(paths.recipe.read_text())["stages"]["blocklist"]["reason"] == "blocklisted"
+
+
+@pytest.mark.parametrize("module", [config, config_load, preflight], ids=lambda m: m.__name__)
+def test_the_loading_and_the_checks_name_no_stage(module):
+    """Shorthands, path resolution and path checks come from the specs: no stage name is spelled there."""
+    tree = ast.parse(Path(module.__file__).read_text())
+    literals = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    assert not literals & set(config.STAGE_ORDER)
