@@ -7,9 +7,10 @@ plus one entry here: these lists are the only list of stages (``registered``), f
 the recipe's ``stages:`` model, the order, the ``--set`` shorthands, preflight's path
 checks and the manifests' provenance are derived.
 
-Each pipeline's spec modules are imported when the pipeline is first asked for
-(``PRETRAIN``, ``pipeline_of``): a command checks and plans one pipeline, and need not
-import the stages of the other three before Ray starts.
+Each pipeline's spec modules are imported when the pipeline is first asked for; a recipe's
+load asks for all four (``registered``). A spec module imports its stages' task bodies inside
+the functions that use them, so that imports the parts' configs and specs, not the stages'
+dependencies.
 """
 
 from __future__ import annotations
