@@ -1,4 +1,4 @@
-"""The base of every config model, the recipe error, and the hash that keys resumes.
+"""The base of every config model, the recipe error, and the hashes that key resumes.
 
 A leaf: it imports no part of codecorpus but the recipe file's reader (``RecipeError`` is
 defined there, beside the YAML step of a recipe's load), so every part's config module
@@ -30,4 +30,13 @@ def config_hash(*parts: Any) -> str:
     return h.hexdigest()
 
 
-__all__ = ["Model", "RecipeError", "config_hash"]
+def recipe_hash(recipe: BaseModel) -> str:
+    """Identity of what a recipe produces: everything but where and how wide it runs, and
+    the stages it leaves out (so a stage added to codecorpus changes no other recipe's hash).
+    Here, below the parts, so a part that names its recipe in a manifest needs no recipe model."""
+    data = recipe.model_dump(mode="json", exclude={"out", "workers"})
+    data["stages"] = {name: cfg for name, cfg in data["stages"].items() if cfg is not None}
+    return config_hash(data)
+
+
+__all__ = ["Model", "RecipeError", "config_hash", "recipe_hash"]

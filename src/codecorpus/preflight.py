@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from codecorpus.config import GitSource, LocalSource, Recipe, RecipeError
+from codecorpus.config.load import config_path_items
+from codecorpus.pipeline.pipelines import registered
 
 _DIRECTORY_SOURCES = (LocalSource,)
 """Sources whose ``path`` must be a directory (the others take a file, a folder or a glob)."""
@@ -44,22 +46,16 @@ def _path_problems(recipe: Recipe) -> Iterator[tuple[str, str]]:
 
 
 def _named_files(recipe: Recipe) -> Iterator[tuple[str, str]]:
-    """Every other file a recipe names: tokenizer, benchmark files, task-id lists, chat template."""
+    """Every other file a recipe names: the tokenizer, and the files each enabled stage's config
+    names (its spec's ``config_paths``: benchmark files, task-id lists, a chat template ...)."""
     if recipe.tokenizer is not None and recipe.tokenizer.path:
         yield "tokenizer.path", recipe.tokenizer.path
-    stages = recipe.stages
-    for stage in ("filters", "sft_select"):
-        cfg = getattr(stages, stage, None)
-        decontam = getattr(cfg, "decontam", None) if cfg is not None else None
-        for j, bench in enumerate(getattr(decontam, "files", None) or ()):
-            yield f"stages.{stage}.decontam.files.{j}.path", bench.path
-    select = getattr(stages, "sft_select", None)
-    for j, path in enumerate(getattr(select, "decontam_task_ids", None) or ()):
-        yield f"stages.sft_select.decontam_task_ids.{j}", path
-    render = getattr(stages, "sft_render", None)
-    template = getattr(render, "chat_template", None) if render is not None else None
-    if isinstance(template, str) and _looks_like_file(template):
-        yield "stages.sft_render.chat_template", template
+    for spec in registered():
+        cfg = spec.config(recipe, spec.name) if spec.config_paths else None
+        for key in spec.config_paths:
+            for _, _, where, value in config_path_items(cfg, key):
+                if isinstance(value, str):
+                    yield f"stages.{spec.name}.{where}", value
 
 
 def _local_path_problem(path: str, directory: bool) -> str | None:
@@ -85,8 +81,3 @@ def _git_folder_problem(src: GitSource) -> str | None:
         f"no git repository under {src.path}: point path at a repository, a folder of "
         "repositories (bare or not) or a list file of repository paths/URLs"
     )
-
-
-def _looks_like_file(template: str) -> bool:
-    """A chat template is a builtin name or a file; only a path-like value is checked."""
-    return "/" in template or template.endswith((".jinja", ".j2", ".txt"))

@@ -14,6 +14,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
+# the Parquet write settings are storage's, named here too (the token shards' segment files)
+from codecorpus.storage.parquet import PARQUET_COMPRESSION as PARQUET_COMPRESSION
+from codecorpus.storage.parquet import PARQUET_COMPRESSION_LEVEL as PARQUET_COMPRESSION_LEVEL
+from codecorpus.storage.parquet import PARQUET_ROW_GROUP_ROWS as PARQUET_ROW_GROUP_ROWS
+
 FORMAT_VERSION = 1
 
 # --- document row (docs/ARCHITECTURE.md, "The document row") -------------------------
@@ -222,9 +227,6 @@ def drops_from_rows(
 
 # --- run directory (docs/ARCHITECTURE.md, "The run directory") ----------------------
 
-PARQUET_COMPRESSION = "zstd"
-PARQUET_COMPRESSION_LEVEL = 3
-PARQUET_ROW_GROUP_ROWS = 4096
 
 
 def shard_name(index: int) -> str:

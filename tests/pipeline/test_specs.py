@@ -29,8 +29,12 @@ EXECUTOR_SOURCE = Path(executor_module.__file__).read_text()
 
 def test_pipelines_are_the_recipe_stage_order():
     assert [s.name for s in pipelines.PRETRAIN] == ["ingest", "langid", "filters", "dedup", "tokenize", "pack"]
-    # REPO_TASKS reuses sft_render: every stage name once
-    assert sorted({s.name for p in pipelines.PIPELINES.values() for s in p}) == sorted(config.STAGE_ORDER)
+    # the recipe's stages model is the pipeline lists': every stage once (REPO_TASKS reuses sft_render),
+    # in pipeline order, each typed by its spec's config model
+    specs = {s.name: s for p in pipelines.PIPELINES.values() for s in p}
+    fields = config.stages_model().model_fields
+    assert list(fields) == list(config.STAGE_ORDER) == list(specs)
+    assert all(fields[name].annotation == specs[name].config_model | None for name in specs)
     for pipeline in pipelines.PIPELINES.values():
         assert pipeline[0].kind == "source" and pipeline[-1].kind == "sink"
         assert all(s.kind in (*MAP_KINDS, "global") for s in pipeline[1:-1])

@@ -43,8 +43,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from codecorpus import schema
-from codecorpus.config import DedupConfig, ForksConfig
 from codecorpus.dedup import keep as keep_policy
+from codecorpus.dedup.config import DedupConfig, ForksConfig
 from codecorpus.dedup.exact import exact_keys
 from codecorpus.stage import MapResult
 

@@ -30,10 +30,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from codecorpus import schema
-from codecorpus.config import DedupConfig
 from codecorpus.dedup import clusters as cc
 from codecorpus.dedup import forks, lsh, minhash
 from codecorpus.dedup import keep as keep_policy
+from codecorpus.dedup.config import DedupConfig
 from codecorpus.dedup.exact import exact_keys
 from codecorpus.dedup.shingles import fmix64, shingle_texts
 from codecorpus.stage import MapResult, with_column

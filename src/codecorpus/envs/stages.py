@@ -634,4 +634,4 @@ ENV_VERIFY = StageSpec("env_verify", "filter", EnvVerifyConfig, map_fn=verify_fn
                        output_dirs=(schema.ENVS_DIR, schema.ENV_TRACES_DIR), check=check_verify)
 TASK_VALIDATE = StageSpec("task_validate", "sink", TaskValidateConfig, phases=validate_phases,
                           hash_parts=validate_parts, output_dirs=(schema.VERIFIED_DIR,),
-                          output_files=(schema.MANIFEST_NAME,), check=check_validate)
+                          output_files=(schema.MANIFEST_NAME,), check=check_validate, config_paths=("tasks",))

@@ -39,7 +39,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from codecorpus.config import BenchmarkFile, DecontamConfig, RecipeError
+from codecorpus.filters.config import BenchmarkFile, DecontamConfig
+from codecorpus.model import RecipeError
 from codecorpus.stage import text_slices
 
 _TOKEN = re.compile(r"[A-Za-z0-9_\u0080-\U0010ffff]+|[^A-Za-z0-9_\u0080-\U0010ffff\t\n\x0b\x0c\r ]")

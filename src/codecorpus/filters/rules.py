@@ -51,8 +51,7 @@ import numpy as np
 import pyarrow as pa
 
 from codecorpus import schema
-from codecorpus.filters import config as filters_config
-from codecorpus.filters.config import FiltersConfig
+from codecorpus.filters.config import RULE_NAMES, FiltersConfig
 
 LICENSE_RULE = "license"
 
@@ -94,9 +93,8 @@ RULES: tuple[Rule, ...] = (
     Rule("comment_frac_min", schema.COMMENT_FRAC, "min", None),
     Rule(schema.PARSE_ERROR_FRAC, schema.PARSE_ERROR_FRAC, "max", 0.1),
 )
-RULE_NAMES: tuple[str, ...] = tuple(r.name for r in RULES)
-if RULE_NAMES != filters_config.RULE_NAMES:  # the config's vocabulary and the rules must agree
-    raise ImportError(f"filters/config.py RULE_NAMES {filters_config.RULE_NAMES} != the rules {RULE_NAMES}")
+if tuple(r.name for r in RULES) != RULE_NAMES:  # the config's vocabulary and the rules must agree
+    raise ImportError(f"filters/config.py RULE_NAMES {RULE_NAMES} != the rules {tuple(r.name for r in RULES)}")
 BY_NAME: dict[str, Rule] = {r.name: r for r in RULES}
 _RECIPE_DEFAULTS = {schema.MAX_LINE_LEN: "max_line_len", schema.MEAN_LINE_LEN: "max_mean_line_len",
                     schema.ALNUM_FRAC: "min_alnum_frac"}

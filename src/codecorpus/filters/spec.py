@@ -37,4 +37,5 @@ def filters_fn(run: StageRun) -> functools.partial:
     return with_driver_index(stage.run)(run)
 
 
-FILTERS = StageSpec("filters", "filter", FiltersConfig, map_fn=filters_fn, hash_parts=benchmark_parts)
+FILTERS = StageSpec("filters", "filter", FiltersConfig, map_fn=filters_fn, hash_parts=benchmark_parts,
+                    config_paths=("decontam.files.*.path",))

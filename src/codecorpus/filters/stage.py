@@ -29,9 +29,9 @@ import numpy as np
 import pyarrow as pa
 
 from codecorpus import schema
-from codecorpus.config import FiltersConfig
 from codecorpus.filters import decontam, redact, rules, scores
 from codecorpus.filters.basic import line_scores
+from codecorpus.filters.config import FiltersConfig
 from codecorpus.stage import MapResult, with_column
 
 STAGE = "filters"

@@ -42,9 +42,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from codecorpus.config import GitSource, IngestConfig, RecipeError, git_list_entries, is_git_url
 from codecorpus.ingest import exclusions, license
+from codecorpus.ingest.config import GitSource, IngestConfig, git_list_entries, is_git_url
 from codecorpus.ingest.refs import FileRef
+from codecorpus.model import RecipeError
 
 NO_GRAFT_FILE = "/nonexistent/codecorpus-reads-no-grafts"
 """``GIT_GRAFT_FILE`` for every git run here: a path that is not there, so a repository's

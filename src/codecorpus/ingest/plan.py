@@ -25,23 +25,26 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii as _json_string
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from codecorpus.config import (
+from codecorpus.ingest import docs, exclusions, git, license, pyenv
+from codecorpus.ingest.config import (
     ArchiveSource,
     DocsSource,
     GitSource,
     IngestConfig,
     LocalSource,
     PythonEnvSource,
-    RecipeError,
     RecordColumns,
     RecordsSource,
     S3Source,
-    Source,
 )
-from codecorpus.ingest import docs, exclusions, git, license, pyenv
 from codecorpus.ingest.git import GitListing, Planned
 from codecorpus.ingest.refs import NOT_DOCUMENTS, ArchiveRef, FileRef, Repository, Unit
+from codecorpus.model import RecipeError
+
+if TYPE_CHECKING:
+    from codecorpus.config.recipe import Source
 
 NON_INGEST_SOURCES = ("traces",)
 """Source types another part of the pipeline reads itself (the SFT traces)."""

@@ -14,8 +14,9 @@ import platform
 import sysconfig
 from pathlib import Path
 
-from codecorpus.config import PythonEnvSource, RecipeError
+from codecorpus.ingest.config import PythonEnvSource
 from codecorpus.ingest.refs import Repository
+from codecorpus.model import RecipeError
 
 # Trove classifiers and free-text license fields -> SPDX ids (a later issue reads LICENSE files).
 _CLASSIFIER_SPDX = {

@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections import defaultdict
 
 from codecorpus import schema
-from codecorpus.config import IngestConfig
 from codecorpus.ingest import archive, exclusions, records
 from codecorpus.ingest.collect import Collector, Origin
+from codecorpus.ingest.config import IngestConfig
 from codecorpus.ingest.refs import ArchiveRef, FileRef, RecordRef, Unit
 from codecorpus.stage import MapResult
 

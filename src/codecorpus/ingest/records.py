@@ -34,11 +34,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import zstandard
 
-from codecorpus.config import IngestConfig, RecipeError, RecordsSource
 from codecorpus.ingest import s3 as s3mod
 from codecorpus.ingest.archive import store_errors
 from codecorpus.ingest.collect import Collector, Origin
+from codecorpus.ingest.config import IngestConfig, RecordsSource
 from codecorpus.ingest.refs import RecordRef, S3Conn
+from codecorpus.model import RecipeError
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json", ".jsonl.gz", ".jsonl.zst", ".json.gz", ".json.zst", ".ndjson.gz", ".ndjson.zst")

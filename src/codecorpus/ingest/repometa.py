@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from codecorpus import schema
-from codecorpus.config import RecipeError
+from codecorpus.model import RecipeError
 
 Meta = tuple[int | None, int | None, dt.datetime | None]
 _NONE: Meta = (None, None, None)

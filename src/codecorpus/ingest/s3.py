@@ -18,8 +18,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
-from codecorpus.config import RecipeError, S3Options
+from codecorpus.ingest.config import S3Options
 from codecorpus.ingest.refs import FileRef, S3Conn
+from codecorpus.model import RecipeError
 
 _READ_ERRORS: tuple[type[Exception], ...] = ()
 

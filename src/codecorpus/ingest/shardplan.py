@@ -47,15 +47,17 @@ import numpy as np
 import zstandard
 
 from codecorpus import schema
-from codecorpus.config import IngestConfig, RecipeError, Source, config_hash
 from codecorpus.ingest import plan
+from codecorpus.ingest.config import IngestConfig
 from codecorpus.ingest.git import PLAN_THREADS, GitListing, duplicate_keepers
 from codecorpus.ingest.refs import FileRef, Unit
+from codecorpus.model import RecipeError, config_hash
 from codecorpus.pipeline.spec import plan_batches, plan_inline, repositories
 from codecorpus.storage import mirror
 from codecorpus.storage.atomic import atomic_write_bytes
 
 if TYPE_CHECKING:
+    from codecorpus.config.recipe import Source
     from codecorpus.pipeline.spec import PlanTasks
 
 log = logging.getLogger(__name__)

@@ -32,10 +32,10 @@ from collections import Counter
 import pyarrow as pa
 
 from codecorpus import schema
-from codecorpus.config import LangidConfig
 from codecorpus.langid import detect as detector
 from codecorpus.langid import parse
 from codecorpus.langid import vote as voting
+from codecorpus.langid.config import LangidConfig
 from codecorpus.stage import MapResult, with_column
 
 _KEEP_KINDS = ("docs", "notebook")

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from codecorpus import schema
-from codecorpus.config import TokenizerConfig
 from codecorpus.manifests.megatron import open_tokens, read_index, read_segments, shard_file
+from codecorpus.tokenize.config import TokenizerConfig
 from codecorpus.tokenize.tokenizer import load_tokenizer
 
 

@@ -21,7 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from codecorpus import schema
-from codecorpus.config import MixConfig, RecipeError
+from codecorpus.mixing.config import MixConfig
+from codecorpus.model import RecipeError
 
 HASH_BITS = 12
 HASH_BINS = 1 << HASH_BITS
@@ -54,7 +55,7 @@ def check_key_columns(mix: MixConfig, columns: list[str], set_name: str) -> None
 def group_values(table: pa.Table, mix: MixConfig) -> list[str]:
     """The group of every row: key column values (nulls -> ``unknown``), mapped by ``mix.groups``.
 
-    >>> from codecorpus.config import MixConfig
+    >>> from codecorpus.mixing.config import MixConfig
     >>> t = pa.table({"lang": ["C", "Rust", "Python"], "source": ["a", "a", "b"]})
     >>> group_values(t, MixConfig(by=("source", "lang")))
     ['a/C', 'a/Rust', 'b/Python']

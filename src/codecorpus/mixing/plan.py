@@ -24,8 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from codecorpus.config import MixConfig, RecipeError
+from codecorpus.mixing.config import MixConfig
 from codecorpus.mixing.groups import HASH_BINS
+from codecorpus.model import RecipeError
 
 REST = "*"
 """A weights key for every group the weights do not name, shared in natural proportions."""

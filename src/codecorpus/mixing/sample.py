@@ -18,9 +18,10 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from codecorpus import schema
-from codecorpus.config import MixConfig, OutputSet
+from codecorpus.mixing.config import MixConfig
 from codecorpus.mixing.groups import doc_hashes, group_values, hash_bins
 from codecorpus.mixing.plan import SetPlan, read_plans
+from codecorpus.packing.config import OutputSet
 from codecorpus.packing.pack import PackedShard, pack_documents
 from codecorpus.storage.mirror import ensure_local
 

@@ -18,9 +18,10 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from codecorpus import schema
-from codecorpus.config import OutputSet, RecipeError
 from codecorpus.mixing import groups as mg
 from codecorpus.mixing.plan import GroupSupply, SetPlan, plan_set, plans_json
+from codecorpus.model import RecipeError
+from codecorpus.packing.config import OutputSet
 from codecorpus.pipeline.tasks import (
     InvariantError,
     TaskContext,

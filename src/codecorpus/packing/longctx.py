@@ -44,9 +44,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from codecorpus.config import LongContextConfig, RecipeError
+from codecorpus.model import RecipeError
 from codecorpus.packing import deps
 from codecorpus.packing.bfd import best_fit_decreasing
+from codecorpus.packing.config import LongContextConfig
 from codecorpus.tokenize.tokenizer import Tokenizer
 
 _LINE_COMMENT = {

@@ -23,17 +23,17 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from codecorpus import schema
-from codecorpus.config import LongContextConfig, OutputSet, Recipe, TokenizerConfig
 from codecorpus.manifests import manifest as mf
 from codecorpus.manifests import megatron
 from codecorpus.packing import longctx
+from codecorpus.packing.config import LongContextConfig, OutputSet
 from codecorpus.packing.task import EmittedShards, build_packed_set_manifest
 from codecorpus.pipeline.tasks import (
     InvariantError,
@@ -45,7 +45,11 @@ from codecorpus.pipeline.tasks import (
 from codecorpus.stage import MapResult
 from codecorpus.storage.parquet import read_parquet
 from codecorpus.tokenize import fim
+from codecorpus.tokenize.config import TokenizerConfig
 from codecorpus.tokenize.tokenizer import load_tokenizer
+
+if TYPE_CHECKING:
+    from codecorpus.config.recipe import Recipe
 
 SCATTER_COLUMNS = (schema.ID, schema.SOURCE, schema.REPO, schema.PATH, schema.LANG,
                    schema.LICENSE, schema.BYTES, schema.NUM_TOKENS, schema.TEXT, schema.TOKENS)  # fmt: skip
@@ -75,7 +79,7 @@ def bucket_count(cfg: LongContextConfig, tokens: int) -> int:
     times the largest upsampling factor): at least ``cfg.buckets``, and enough that a bucket
     holds about ``cfg.bucket_tokens``. Deterministic: a run's token count is.
 
-    >>> from codecorpus.config import LongContextConfig
+    >>> from codecorpus.packing.config import LongContextConfig
     >>> bucket_count(LongContextConfig(buckets=8, bucket_tokens=1000), 20_500)
     21
     """

@@ -22,15 +22,16 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from codecorpus import schema
-from codecorpus.config import OutputSet, Recipe, TokenizerConfig, recipe_hash
 from codecorpus.manifests import manifest as mf
 from codecorpus.manifests import megatron, splits
 from codecorpus.mixing import sample as mix_sample
+from codecorpus.model import recipe_hash
+from codecorpus.packing.config import OutputSet
 from codecorpus.packing.pack import pack_documents
 from codecorpus.packing.shards import merge_groups
 from codecorpus.pipeline.tasks import (
@@ -45,7 +46,11 @@ from codecorpus.storage import mirror as store
 from codecorpus.storage.atomic import fsync_dir
 from codecorpus.storage.parquet import read_parquet
 from codecorpus.tokenize import fim
+from codecorpus.tokenize.config import TokenizerConfig
 from codecorpus.tokenize.tokenizer import load_tokenizer
+
+if TYPE_CHECKING:
+    from codecorpus.config.recipe import Recipe
 
 
 def pack_task(

@@ -3,11 +3,14 @@
 A recipe runs the stages of its pipeline that it enables (``stages.<name>: {...}``), in
 this order, with the user's own stages (``stages.<name>: {use: ...}``) inserted after
 the stage each names in ``after:``. Adding a built-in stage is one module with its spec
-plus one entry here.
+plus one entry here: these lists are the only list of stages (``registered``), from which
+the recipe's ``stages:`` model, the order, the ``--set`` shorthands, preflight's path
+checks and the manifests' provenance are derived.
 
-Each pipeline's spec modules are imported when the pipeline is first asked for
-(``PRETRAIN``, ``pipeline_of``): a command checks and plans one pipeline, and need not
-import the stages of the other three before Ray starts.
+Each pipeline's spec modules are imported when the pipeline is first asked for; a recipe's
+load asks for all four (``registered``). A spec module imports its stages' task bodies inside
+the functions that use them, so that imports the parts' configs and specs, not the stages'
+dependencies.
 """
 
 from __future__ import annotations
@@ -69,14 +72,36 @@ def _pipeline(attr: str) -> Pipeline:
     return globals()[attr] if attr in globals() else __getattr__(attr)
 
 
+def registered() -> Pipeline:
+    """Every stage of the pipelines, once, in pipeline order (``REPO_TASKS`` reuses ``sft_render``):
+    the one list of stages. The recipe's ``stages:`` model, the stage order, the ``--set``
+    shorthands, preflight's path checks and the manifests' provenance are derived from it."""
+    specs: dict[str, StageSpec] = {}
+    for attr in _KEYS.values():
+        for spec in _pipeline(attr):
+            specs.setdefault(spec.name, spec)
+    return tuple(specs.values())
+
+
+def stage_order() -> tuple[str, ...]:
+    """The built-in stage names in run order (``registered``)."""
+    return tuple(spec.name for spec in registered())
+
+
+def pipeline_stages(key: str) -> tuple[str, ...]:
+    """The stage names of one pipeline (``pretrain``, ``sft``, ``repo-tasks``, ``repo-envs``)."""
+    return tuple(spec.name for spec in _pipeline(_KEYS[key]))
+
+
 def pipeline_of(recipe: Any) -> Pipeline:
-    """The pipeline a recipe runs: environments when it discovers them, SFT when it ingests
-    traces, repository tasks when it mines commits, else pretraining."""
-    if recipe.stages.env_discover is not None:
-        return _pipeline("REPO_ENVS")
-    if recipe.stages.sft_ingest is not None:
-        return _pipeline("SFT")
-    return _pipeline("REPO_TASKS" if recipe.stages.commits is not None else "PRETRAIN")
+    """The pipeline a recipe runs: the one whose source stage it enables (environments when it
+    discovers them, SFT when it ingests traces, repository tasks when it mines commits), else
+    pretraining."""
+    for attr in ("REPO_ENVS", "SFT", "REPO_TASKS"):
+        source = _pipeline(attr)[0]
+        if source.config(recipe, source.name) is not None:
+            return _pipeline(attr)
+    return _pipeline("PRETRAIN")
 
 
 def enabled_specs(recipe: Any) -> list[StageSpec]:

@@ -162,12 +162,20 @@ def _default_config(recipe: Recipe, name: str) -> Any:
 
 @dataclass(frozen=True)
 class StageSpec:
-    """One stage, declared: the executor needs nothing else to plan, run and resume it."""
+    """One stage, declared: the executor needs nothing else to plan, run and resume it.
+
+    A spec in a pipeline list (``pipeline/pipelines.py``) is all the registration a stage has:
+    its ``config_model`` is the recipe's ``stages.<name>`` section (a field of the recipe's
+    ``stages:`` model, built from the specs), its ``name`` the ``--set <name>.key=...``
+    shorthand and its place in the order, its ``config_paths`` the files the recipe's load
+    resolves and preflight checks; the manifest's provenance lists it when it is enabled.
+    """
 
     name: str
     kind: Kind
     config_model: type | None
-    """The frozen pydantic model of ``stages.<name>`` (documentation and validation)."""
+    """The frozen pydantic model of ``stages.<name>``; None: the recipe has no such key (``config``
+    then gives the stage its config)."""
     map_fn: Callable[[StageRun], Callable[[pa.Table], MapResult]] | None = None
     """Map kinds: the pure shard function (configured), built once on the driver when the stage
     begins (its upstream complete), and shipped to every shard's task."""
@@ -182,6 +190,10 @@ class StageSpec:
     """What the stage's output depends on beyond its config and the stages before it."""
     config: Callable[[Recipe, str], Any] = _default_config
     """The stage's config in a recipe (None: the stage is not enabled)."""
+    config_paths: tuple[str, ...] = field(default=())
+    """The files its config names, as key paths under ``stages.<name>`` (``decontam.files.*.path``;
+    ``*`` is every item of a list): relative to the recipe's folder when it loads, checked to
+    exist before any work (``preflight.py``)."""
     upstream: str | None = None
     """The stage whose shards it reads; None: the enabled stage before it."""
     output_dirs: tuple[str, ...] = field(default=())

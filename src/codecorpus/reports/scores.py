@@ -33,13 +33,13 @@ import pyarrow.compute as pc
 from pydantic import ValidationError
 
 from codecorpus import schema
-from codecorpus.config import FiltersConfig
 from codecorpus.filters import rules
+from codecorpus.filters.config import FiltersConfig
 from codecorpus.storage import mirror as store
 from codecorpus.storage.parquet import parquet_schema, read_parquet_files
 
 if TYPE_CHECKING:
-    from codecorpus.reports.tables import RunData
+    from codecorpus.reports.run import RunData
 
 FILTERS_STAGE = "filters"
 HIST_BINS = 30

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from codecorpus import schema
 from codecorpus.reports.html import Page, note, rows_of, table_html
-from codecorpus.reports.tables import RunData
+from codecorpus.reports.run import RunData
 from codecorpus.storage import mirror as store
 
 FUNNEL_SCHEMA = pa.schema([("step", pa.int32()), ("what", pa.string()), ("stage", pa.string()), ("count", pa.int64())])

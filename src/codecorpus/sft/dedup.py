@@ -27,9 +27,9 @@ import numpy as np
 import pyarrow as pa
 
 from codecorpus import schema
-from codecorpus.config import SftDedupConfig
 from codecorpus.dedup.minhash import EMPTY, estimated_jaccard, signatures
 from codecorpus.dedup.shingles import shingle_texts
+from codecorpus.sft.config import SftDedupConfig
 from codecorpus.sft.select import conversation_text
 from codecorpus.stage import MapResult
 

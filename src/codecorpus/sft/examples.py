@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from codecorpus import schema
-from codecorpus.config import SftRenderConfig, TokenizerConfig
+from codecorpus.sft.config import SftRenderConfig
 from codecorpus.sft.render import (
     Escapes,
     Switches,
@@ -43,6 +43,7 @@ from codecorpus.sft.render import (
 from codecorpus.sft.segment import Segmented, Unsplittable, segment_trace
 from codecorpus.sft.template import TemplateError, choose_template, compile_template
 from codecorpus.stage import MapResult, with_column
+from codecorpus.tokenize.config import TokenizerConfig
 from codecorpus.tokenize.tokenizer import Tokenizer, load_tokenizer
 
 STAGE = "sft_render"

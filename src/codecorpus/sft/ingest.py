@@ -52,7 +52,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from codecorpus import schema
-from codecorpus.config import RecipeError, SftIngestConfig, TracesSource
+from codecorpus.model import RecipeError
+from codecorpus.sft.config import SftIngestConfig, TracesSource
 from codecorpus.sft.normalize import MalformedTrace, detect_format, normalize, trace_content_hash
 from codecorpus.stage import MapResult
 

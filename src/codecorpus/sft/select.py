@@ -44,9 +44,11 @@ import numpy as np
 import pyarrow as pa
 
 from codecorpus import schema
-from codecorpus.config import RecipeError, RedactConfig, SftSelectConfig
 from codecorpus.filters import decontam
+from codecorpus.filters.config import RedactConfig
 from codecorpus.filters.redact import redact_text
+from codecorpus.model import RecipeError
+from codecorpus.sft.config import SftSelectConfig
 from codecorpus.stage import MapResult, with_column
 
 STAGE = "sft_select"

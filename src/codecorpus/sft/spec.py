@@ -4,23 +4,21 @@
         -> sft_dedup (bands -> edges -> clusters -> apply) -> sft_render (filter) -> sft_pack (sink)
 
 They run on the same executor as the pretraining stages (markers, resume, stats, the
-rows_in = rows_out + dropped check); the task bodies are in ``sft/task.py``.
+rows_in = rows_out + dropped check); the task bodies are in ``sft/task.py``. Like every spec
+module, this one imports them inside the functions that use them: a recipe's load imports
+every spec (the stage registry), and none of the stages' dependencies.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codecorpus import schema
-from codecorpus.filters import decontam
 from codecorpus.filters.spec import with_driver_index
 from codecorpus.model import config_hash
 from codecorpus.packing.spec import merge_small_shards
-from codecorpus.pipeline import tasks
 from codecorpus.pipeline.spec import Job, StageRun, StageSpec
-from codecorpus.sft import dedup, examples, ingest, select, validate
-from codecorpus.sft import task as sfttask
 from codecorpus.sft.config import (
     SftDedupConfig,
     SftIngestConfig,
@@ -29,11 +27,15 @@ from codecorpus.sft.config import (
     SftSelectConfig,
     SftValidateConfig,
 )
-from codecorpus.sft.template import choose_template
 from codecorpus.storage.atomic import file_digests
+
+if TYPE_CHECKING:
+    from codecorpus.sft.ingest import TraceFile
 
 
 def ingest_jobs(run: StageRun) -> list[Job]:
+    from codecorpus.sft import task as sfttask
+
     return [
         Job(schema.shard_name(i), sfttask.ingest_task, (run.task, i, files, run.cfg),
             tuple(f.uri for f in files))
@@ -42,11 +44,16 @@ def ingest_jobs(run: StageRun) -> list[Job]:
 
 
 def validate_fn(run: StageRun) -> functools.partial:
+    from codecorpus.sft import validate
+
     return functools.partial(validate.run, cfg=run.cfg)
 
 
 def dedup_phases(run: StageRun) -> list[dict[str, Any]]:
     """bands (per shard) -> edges (per bucket) -> clusters (one task) -> apply (per shard)."""
+    from codecorpus.pipeline import tasks
+    from codecorpus.sft import dedup
+
     cfg, ctx, upstream = run.cfg, run.task, run.upstream
     n = run.shard_count(upstream)
     run.run_phase("sft_dedup: bands", [
@@ -70,6 +77,9 @@ def dedup_phases(run: StageRun) -> list[dict[str, Any]]:
 
 
 def render_fn(run: StageRun) -> functools.partial:
+    from codecorpus.sft import examples
+    from codecorpus.sft import task as sfttask
+
     return functools.partial(
         examples.run, cfg=run.cfg, tokenizer_cfg=run.recipe.tokenizer,
         max_tokens=sfttask.sft_output(run.recipe).seq_len,
@@ -77,6 +87,8 @@ def render_fn(run: StageRun) -> functools.partial:
 
 
 def pack_phases(run: StageRun) -> list[dict[str, Any]]:
+    from codecorpus.sft import task as sfttask
+
     out = sfttask.sft_output(run.recipe)
     jobs = [
         Job(f"{out.name}-{schema.shard_name(i)}", sfttask.pack_task,
@@ -88,8 +100,10 @@ def pack_phases(run: StageRun) -> list[dict[str, Any]]:
     return results
 
 
-def plan_traces(recipe: Any, _tasks: Any = None) -> tuple[list[list[ingest.TraceFile]], str]:
+def plan_traces(recipe: Any, _tasks: Any = None) -> tuple[list[list[TraceFile]], str]:
     """The trace-file shards of an SFT recipe and the hash of that plan."""
+    from codecorpus.sft import ingest
+
     shards = ingest.plan_shards(recipe.sources, recipe.stages.sft_ingest)
     return shards, config_hash([ingest.plan_fingerprint(s) for s in shards])
 
@@ -98,6 +112,8 @@ def plan_traces(recipe: Any, _tasks: Any = None) -> tuple[list[list[ingest.Trace
 
 def select_parts(recipe: Any) -> list[Any]:
     """The task-id files' and benchmark files' contents."""
+    from codecorpus.filters import decontam
+
     cfg = recipe.stages.sft_select
     bench = decontam.benchmark_fingerprint(cfg.decontam) if cfg.decontam is not None else None
     return [file_digests(cfg.decontam_task_ids), bench]
@@ -109,6 +125,9 @@ def dedup_parts(recipe: Any) -> list[Any]:
 
 def render_parts(recipe: Any) -> list[Any]:
     """The tokenizer, the chat template's bytes and the context length that splits traces."""
+    from codecorpus.sft import task as sfttask
+    from codecorpus.sft.template import choose_template
+
     template = choose_template(recipe.stages.sft_render, recipe.tokenizer)
     return [recipe.tokenizer, template.sha256, sfttask.sft_output(recipe).seq_len]
 
@@ -119,11 +138,21 @@ def pack_parts(recipe: Any) -> list[Any]:
 
 SFT_INGEST = StageSpec("sft_ingest", "source", SftIngestConfig, plan=plan_traces, source_jobs=ingest_jobs)
 SFT_VALIDATE = StageSpec("sft_validate", "filter", SftValidateConfig, map_fn=validate_fn)
+
+
+def select_fn(run: StageRun) -> functools.partial:
+    from codecorpus.sft import select
+
+    return with_driver_index(select.run)(run)
+
+
 SFT_SELECT = StageSpec(
-    "sft_select", "filter", SftSelectConfig, map_fn=with_driver_index(select.run), hash_parts=select_parts,
+    "sft_select", "filter", SftSelectConfig, map_fn=select_fn, hash_parts=select_parts,
+    config_paths=("decontam.files.*.path", "decontam_task_ids.*"),
 )
 SFT_DEDUP = StageSpec("sft_dedup", "global", SftDedupConfig, phases=dedup_phases, hash_parts=dedup_parts)
-SFT_RENDER = StageSpec("sft_render", "filter", SftRenderConfig, map_fn=render_fn, hash_parts=render_parts)
+SFT_RENDER = StageSpec("sft_render", "filter", SftRenderConfig, map_fn=render_fn, hash_parts=render_parts,
+                       config_paths=("chat_template",))
 SFT_PACK = StageSpec(
     "sft_pack", "sink", SftPackConfig, phases=pack_phases, hash_parts=pack_parts,
     output_dirs=("shards",), output_files=("manifest.json",),

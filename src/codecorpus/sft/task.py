@@ -17,20 +17,15 @@ from __future__ import annotations
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from codecorpus import schema
-from codecorpus.config import (
-    OutputSet,
-    Recipe,
-    SftIngestConfig,
-    TokenizerConfig,
-    recipe_hash,
-)
 from codecorpus.manifests import manifest as mf
 from codecorpus.manifests import megatron
+from codecorpus.model import recipe_hash
+from codecorpus.packing.config import OutputSet
 from codecorpus.packing.task import EmittedShards, tokenizer_config_record
 from codecorpus.pipeline.tasks import (
     InvariantError,
@@ -41,11 +36,16 @@ from codecorpus.pipeline.tasks import (
     write_marker,
 )
 from codecorpus.sft import ingest as sft_ingest
+from codecorpus.sft.config import SftIngestConfig
 from codecorpus.sft.pack import pack_examples
 from codecorpus.sft.template import choose_template
 from codecorpus.stage import MapResult
 from codecorpus.storage.parquet import read_parquet
+from codecorpus.tokenize.config import TokenizerConfig
 from codecorpus.tokenize.tokenizer import load_tokenizer
+
+if TYPE_CHECKING:
+    from codecorpus.config.recipe import Recipe
 
 
 def sft_output(recipe: Recipe) -> OutputSet:

@@ -24,7 +24,9 @@ from typing import Any
 import jinja2
 import jinja2.sandbox
 
-from codecorpus.config import RecipeError, SftRenderConfig, TokenizerConfig
+from codecorpus.model import RecipeError
+from codecorpus.sft.config import SftRenderConfig
+from codecorpus.tokenize.config import TokenizerConfig
 
 BUILTIN_CHATML = (
     "{%- set ns = namespace(start=0) -%}\n"

@@ -30,7 +30,7 @@ from typing import Any
 import pyarrow as pa
 
 from codecorpus import schema
-from codecorpus.config import SftValidateConfig
+from codecorpus.sft.config import SftValidateConfig
 from codecorpus.stage import MapResult
 
 STAGE = "sft_validate"

@@ -10,9 +10,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from codecorpus import schema
 from codecorpus.storage.atomic import atomic_write_bytes
 from codecorpus.storage.mirror import ensure_local
+
+PARQUET_COMPRESSION = "zstd"
+PARQUET_COMPRESSION_LEVEL = 3
+PARQUET_ROW_GROUP_ROWS = 4096
 
 
 def write_parquet(path: Path, table: pa.Table) -> int:
@@ -21,9 +24,9 @@ def write_parquet(path: Path, table: pa.Table) -> int:
     pq.write_table(
         table,
         buf,
-        compression=schema.PARQUET_COMPRESSION,
-        compression_level=schema.PARQUET_COMPRESSION_LEVEL,
-        row_group_size=schema.PARQUET_ROW_GROUP_ROWS,
+        compression=PARQUET_COMPRESSION,
+        compression_level=PARQUET_COMPRESSION_LEVEL,
+        row_group_size=PARQUET_ROW_GROUP_ROWS,
         write_statistics=False,
     )
     data = buf.getbuffer()

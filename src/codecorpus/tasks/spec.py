@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from codecorpus import schema
-from codecorpus.config import GitSource
 from codecorpus.ingest import git
+from codecorpus.ingest.config import GitSource
 from codecorpus.manifests import manifest as mf
 from codecorpus.model import RecipeError, config_hash
 from codecorpus.packing.spec import merge_small_shards

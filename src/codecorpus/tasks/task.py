@@ -21,14 +21,14 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from codecorpus import schema
-from codecorpus.config import Recipe, recipe_hash
 from codecorpus.manifests import manifest as mf
 from codecorpus.manifests import megatron
+from codecorpus.model import recipe_hash
 from codecorpus.packing.task import EmittedShards, tokenizer_config_record
 from codecorpus.pipeline.tasks import (
     TaskContext,
@@ -47,6 +47,9 @@ from codecorpus.tasks import columns as C
 from codecorpus.tasks import commits, swebench
 from codecorpus.tasks.config import CommitsConfig, TaskSetConfig
 from codecorpus.tokenize.tokenizer import load_tokenizer
+
+if TYPE_CHECKING:
+    from codecorpus.config.recipe import Recipe
 
 SPLITS = tuple(schema.TASK_FILES)  # ("train", "eval")
 

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from codecorpus.config import FimConfig, RecipeError
+from codecorpus.model import RecipeError
+from codecorpus.tokenize.config import FimConfig
 from codecorpus.tokenize.tokenizer import Tokenizer
 
 _U32 = 2.0**32

@@ -21,8 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from codecorpus import schema
-from codecorpus.config import TokenizeConfig, TokenizerConfig
 from codecorpus.stage import MapResult, with_column
+from codecorpus.tokenize.config import TokenizeConfig, TokenizerConfig
 from codecorpus.tokenize.tokenizer import Tokenizer, load_tokenizer
 
 

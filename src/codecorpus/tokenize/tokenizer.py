@@ -53,9 +53,10 @@ import tokenizers
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from codecorpus import schema
-from codecorpus.config import RecipeError, TokenizerConfig, TrainTokenizerConfig
+from codecorpus.model import RecipeError
 from codecorpus.storage.atomic import atomic_write_bytes
 from codecorpus.storage.mirror import ensure_local
+from codecorpus.tokenize.config import TokenizerConfig, TrainTokenizerConfig
 
 os.environ.setdefault("FASTOKENS_BPE_THREADS", "1")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from codecorpus import schema
-from codecorpus.config import TrainTokenizerConfig
+from codecorpus.tokenize.config import TrainTokenizerConfig
 from codecorpus.tokenize.tokenizer import sample_for_training, train_tokenizer
 
 
