@@ -305,7 +305,7 @@ def data_file_name(k: int, n: int) -> str:
 
 def _sidecar_head(m: dict[str, Any], set_dir: Path, out_dir: Path, *, per_example: bool, all_ones_mask: bool,
                   id_dtype: str) -> dict[str, Any]:  # fmt: skip
-    from codecorpus.manifests.manifest import codecorpus_version
+    from codecorpus.manifests.version import codecorpus_version
 
     sft = m.get("sft", {})
     return {

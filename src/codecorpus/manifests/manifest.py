@@ -20,7 +20,6 @@ every member that would leave a split of that ``--split`` empty.
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -44,6 +43,7 @@ from codecorpus.manifests.megatron import (
     shard_file,
     token_dtype,
 )
+from codecorpus.manifests.version import codecorpus_version
 from codecorpus.storage import mirror as store
 from codecorpus.storage.atomic import atomic_write_bytes, sha256_file
 
@@ -219,15 +219,6 @@ def record_shard(
 
 
 # --- building and writing manifests ----------------------------------------------------
-
-
-def codecorpus_version() -> str:
-    try:
-        return importlib.metadata.version("codecorpus")
-    except importlib.metadata.PackageNotFoundError:
-        import codecorpus
-
-        return getattr(codecorpus, "__version__", "0+unknown")
 
 
 def megatron_data_path(shard_tokens: list[tuple[str, int]]) -> list[str]:
