@@ -43,6 +43,7 @@ leaves the first-parent chain or the previous commit touched such a file.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import functools
 import hashlib
@@ -66,7 +67,7 @@ from codecorpus.stage import MapResult
 from codecorpus.storage import mirror
 from codecorpus.storage.atomic import atomic_writer
 from codecorpus.tasks import columns as C
-from codecorpus.tasks import gitlog
+from codecorpus.tasks import github, gitlog
 from codecorpus.tasks.config import CommitsConfig
 
 STAGE = "commits"
@@ -113,11 +114,17 @@ class CommitSlice:
     start: str | None = None
     listing: str | None = None
     walk_sha256: str | None = None
+    stop: str | None = None
+    """A bounded walk of every parent: the commit whose history is left out (``^stop``)."""
+    left_out: int = 0
+    """The repository's first slice: how many mainline changes the bounds left out."""
 
     def revisions(self, cfg: CommitsConfig) -> list[str]:
         """The walk options and revision of a slice git walks itself, for ``git log`` / ``git rev-list``."""
         if self.start is None:
             raise ValueError("this slice of a walk of every parent is listed in the plan's walk file")
+        if not cfg.first_parent:  # the bounds are in the range (plan_slices)
+            return [f"--max-count={self.count}", self.start, *([f"^{self.stop}"] if self.stop else [])]
         return [*walk_args(cfg), f"--max-count={self.count}", self.start]
 
 
@@ -130,7 +137,11 @@ def _git(gitdir: str, *args: str) -> str:
 
 def walk_args(cfg: CommitsConfig) -> list[str]:
     """``git rev-list`` options of the walk (first-parent, since, until)."""
-    args = ["--first-parent"] if cfg.first_parent else []
+    return (["--first-parent"] if cfg.first_parent else []) + _time_args(cfg)
+
+
+def _time_args(cfg: CommitsConfig) -> list[str]:
+    args = []
     if cfg.since is not None:
         args.append(f"--since={_epoch(cfg.since)}")
     if cfg.until is not None:
@@ -142,14 +153,37 @@ def _epoch(when: dt.datetime) -> int:
     return int((when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)).timestamp())
 
 
+def _bounded(cfg: CommitsConfig) -> bool:
+    return cfg.since is not None or cfg.until is not None or cfg.max_commits_per_repo is not None
+
+
+def _mainline_bounds(repo: Repository, cfg: CommitsConfig, tip: str) -> tuple[list[str], int]:
+    """(the bounded mainline's first and last change, how many changes the bounds left out)."""
+    bound = [f"--max-count={cfg.max_commits_per_repo}"] if cfg.max_commits_per_repo is not None else []
+    kept = _git(repo.gitdir, "rev-list", "--first-parent", *_time_args(cfg), *bound, tip).split()
+    total = int(_git(repo.gitdir, "rev-list", "--first-parent", "--count", tip).strip())
+    return ([kept[0], kept[-1]] if kept else []), total - len(kept)
+
+
+def _all_parents_range(repo: Repository, ends: list[str]) -> tuple[str, str | None]:
+    """(start, stop) of the commits that landed with a bounded mainline's changes: reachable from
+    its newest change and not from the first parent of its oldest (each merge's side included)."""
+    parents = _git(repo.gitdir, "rev-list", "--parents", "-n", "1", ends[1]).split()
+    return ends[0], (parents[1] if len(parents) > 1 else None)
+
+
 def plan_slices(
     repositories: list[Repository], cfg: CommitsConfig, revision: str = "HEAD", plan_dir: Path | str | None = None
 ) -> list[CommitSlice]:
     """Slices of every repository's walk, in repository order then newest first. A walk of
-    every parent longer than a slice is written to ``plan_dir`` (the run's ``plan_dir("commits")``)."""
+    every parent longer than a slice is written to ``plan_dir`` (the run's ``plan_dir("commits")``).
+
+    The bounds (``since``, ``until``, ``max_commits_per_repo``) select changes of the mainline;
+    a walk of every parent then reads the commits those changes landed. How many changes they
+    left out is carried by the repository's first slice (``left_out``), for the report."""
     if not cfg.first_parent and plan_dir is None:
         raise ValueError("a walk of every parent (first_parent: false) is listed in a plan folder: pass plan_dir")
-    out = []
+    out: list[CommitSlice] = []
     n = cfg.commits_per_slice
     for repo in repositories:
         try:
@@ -159,21 +193,35 @@ def plan_slices(
         if len(tip) != len(gitlog.ZERO_OID):
             raise GitError(f"{repo.repo}: {repo.gitdir} names its objects by {len(tip) * 4}-bit ids (sha256); "
                            "only sha1 repositories are read")  # fmt: skip
-        bound = [f"--max-count={cfg.max_commits_per_repo}"] if cfg.max_commits_per_repo is not None else []
+        ends, left_out = _mainline_bounds(repo, cfg, tip) if _bounded(cfg) else ([], 0)
         width = schema.walk_line_bytes(tip)
-        with _listed_walk(repo.gitdir, [*walk_args(cfg), *bound, tip], width) as (walk, total):
+        if cfg.first_parent:
+            bound = [f"--max-count={cfg.max_commits_per_repo}"] if cfg.max_commits_per_repo is not None else []
+            revisions, stop = [*walk_args(cfg), *bound, tip], None
+        elif _bounded(cfg):
+            if not ends:
+                continue
+            start, stop = _all_parents_range(repo, ends)
+            revisions = [start, *([f"^{stop}"] if stop else [])]
+        else:
+            revisions, stop = [tip], None
+        first = len(out)
+        with _listed_walk(repo.gitdir, revisions, width) as (walk, total):
             skips = range(0, total, n)
             if cfg.first_parent:  # each slice walks the rest of the chain from its first commit
                 out += [CommitSlice(repo, tip, skip, min(n, total - skip), start=_walk_lines(walk, skip, 1, width)[0])
                         for skip in skips]  # fmt: skip
-            elif total <= n:  # one slice: git walks it from the tip
-                out += [CommitSlice(repo, tip, 0, total, start=tip)] if total else []
+            elif total <= n:  # one slice: git walks it from its first commit
+                start = revisions[0]
+                out += [CommitSlice(repo, tip, 0, total, start=start, stop=stop)] if total else []
             else:
                 assert plan_dir is not None
                 listing = schema.plan_walk_file(plan_dir, _walk_key(repo))
                 digest = _copy_walk(walk, listing)
                 out += [CommitSlice(repo, tip, skip, min(n, total - skip), listing=str(listing), walk_sha256=digest)
                         for skip in skips]  # fmt: skip
+        if left_out and len(out) > first:
+            out[first] = dataclasses.replace(out[first], left_out=left_out)
     return out
 
 
@@ -266,8 +314,12 @@ class FileEntry(NamedTuple):
 
 
 _ROW_TYPE = pa.struct(list(C.COMMIT_SCHEMA))
-_ROW_TAIL = (C.BEFORE, C.BEFORE_SKIPPED, schema.LICENSE, schema.LICENSE_METHOD)
-"""The columns a batch adds to each row when its objects are read: the last four of ``COMMIT_SCHEMA``."""
+_ROW_TAIL = (C.BEFORE, C.BEFORE_SKIPPED, schema.LICENSE, schema.LICENSE_METHOD, C.PR_NUMBER, C.PR_COMMITS, C.PULL,
+             C.ISSUES)  # fmt: skip
+"""The columns a batch adds to each row when its objects are read: the last ones of ``COMMIT_SCHEMA``."""
+assert tuple(C.COMMIT_SCHEMA.names[-len(_ROW_TAIL) :]) == _ROW_TAIL
+PR_COMMITS_CAP = 250
+"""The most commits listed for one merge (GitHub lists at most 250 commits of a pull request)."""
 
 
 @dataclass
@@ -278,6 +330,9 @@ class _Row:
     row: tuple[Any, ...]
     wanted: list[tuple[str, str]]
     license: _License
+    pr_number: int | None = None
+    side: tuple[str, ...] = ()
+    """A mainline merge's other parents: where the commits it landed are found."""
 
 
 class _Slice:
@@ -305,6 +360,18 @@ class _Slice:
         self.paths: dict[str, tuple[str, str | None]] = {}  # path -> (language, path exclusion)
         self.read = 0  # commits of the slice read (rows, drops, and the pending one)
         self.last: str | None = None  # the sha of the last of them
+        self._mainline: frozenset[str] | None = None
+        self.meta = github.load(cfg.github_metadata, self.repo.repo) if cfg.github_metadata else None
+
+    def on_mainline(self, sha: str) -> bool:
+        """Whether ``sha`` is on the first-parent chain from the tip: a change as it landed."""
+        return self.cfg.first_parent or sha in self.mainline()
+
+    def mainline(self) -> frozenset[str]:
+        """The whole first-parent chain from the tip (read once per slice, when first needed)."""
+        if self._mainline is None:
+            self._mainline = frozenset(_git(self.repo.gitdir, "rev-list", "--first-parent", self.sl.tip).split())
+        return self._mainline
 
     def drop(self, sha: str, reason: str, detail: str | None = None, nbytes: int = 0, lang: str = schema.UNKNOWN) -> None:
         self.add("drop", {
@@ -332,12 +399,15 @@ class _Slice:
     def batch(self) -> MapResult:
         """The settled rows, finished with their licenses and before-images, and the drops."""
         _read_licenses(self, [r.license for r in self.rows])
-        blobs = self.objects.iter_many([oid for r in self.rows for oid, _ in r.wanted], self.cfg.max_before_file_bytes)
+        blobs = list(self.objects.iter_many([oid for r in self.rows for oid, _ in r.wanted],
+                                            self.cfg.max_before_file_bytes))  # fmt: skip
+        blob_iter = iter(blobs)
         rows = []
         for r in self.rows:
-            before, skipped = _before_images(self.cfg, r.wanted, blobs)
+            before, skipped = _before_images(self.cfg, r.wanted, blob_iter)
             assert r.license.value is not None  # _read_licenses filled in every one
-            rows.append((*r.row, before, skipped, *r.license.value))
+            landed = _pr_commits(self, r.side) if r.side else []
+            rows.append((*r.row, before, skipped, *r.license.value, *_pull_fields(self, r, landed)))
         # one struct array from the rows' tuples (by position): faster than Table.from_pylist's dicts
         table = pa.Table.from_batches([pa.RecordBatch.from_struct_array(pa.array(rows, type=_ROW_TYPE))])
         dropped = pa.Table.from_pylist(self.drops, schema=schema.DROP_SCHEMA)
@@ -363,6 +433,81 @@ class _Slice:
         return info
 
 
+def _pr_commits(state: _Slice, side: tuple[str, ...]) -> list[tuple[str, str, int]]:
+    """(sha, subject, author time) of the commits a mainline merge landed, oldest first: its other
+    parents and their ancestors up to the mainline (the pull request's commits, at most
+    ``PR_COMMITS_CAP``), read as commit objects, one request stream a generation."""
+    chain = state.mainline()
+    seen, frontier, out = set(side), [c for c in side if c not in chain], []
+    while frontier and len(out) < PR_COMMITS_CAP:
+        answers = list(state.objects.iter_many(frontier, 1 << 20))
+        nxt = []
+        for sha, (kind, data, _) in zip(frontier, answers, strict=True):
+            if kind != "commit" or data is None or len(out) >= PR_COMMITS_CAP:
+                continue
+            head, _, message = data.partition(b"\n\n")
+            when = 0
+            for line in head.split(b"\n"):
+                if line.startswith(b"parent "):
+                    parent = line[7:].decode("ascii", "replace")
+                    if parent not in seen and parent not in chain:
+                        seen.add(parent)
+                        nxt.append(parent)
+                elif line.startswith(b"author "):
+                    with contextlib.suppress(ValueError, IndexError):
+                        when = int(line.rsplit(b" ", 2)[1])
+            out.append((sha, message.split(b"\n", 1)[0].decode("utf-8", "replace").strip(), when))
+        frontier = nxt
+    return sorted(out, key=lambda c: (c[2], c[0]))
+
+
+def _pull_fields(state: _Slice, r: _Row, landed: list[tuple[str, str, int]]) -> tuple[Any, ...]:
+    """(pr_number, pr_commits, pull, issues) of a row: the metadata's pull request whose merge
+    commit the row is, and the issues it closes (this repository's, with their hints)."""
+    sha = r.row[C.COMMIT_SCHEMA.names.index(C.SHA)]
+    pull = state.meta.pulls.get(sha) if state.meta is not None and r.row[_MAINLINE_AT] else None
+    if pull is None:
+        return r.pr_number, landed, None, []
+    first = pull.first_commit_at
+    if first is None and landed:
+        first = dt.datetime.fromtimestamp(landed[0][2], dt.timezone.utc)
+    first = first or pull.created_at
+    issues = []
+    for repo, number in github.linked_issues(f"{pull.title}\n{pull.body}", state.repo.repo):
+        issue = state.meta.issues.get(number) if repo.lower() == state.repo.repo.lower() else None
+        if issue is not None:
+            issues.append((repo, number, issue.title, issue.body, github.hints(issue, first)))
+    fields = (pull.number, pull.title, pull.body, pull.created_at, pull.merged_at, first)
+    return pull.number, landed, fields, issues
+
+
+_MAINLINE_AT = C.COMMIT_SCHEMA.names.index(C.MAINLINE)
+
+
+def _metadata_drops(state: _Slice) -> None:
+    """The repository's unusable metadata records, as drops of its first slice: malformed ones,
+    and merged pull requests whose merge commit the repository does not have."""
+    assert state.meta is not None
+    shas = sorted(state.meta.pulls)
+    kinds = [kind for kind, _, _ in state.objects.iter_many(shas, 0)]
+    missing = [(f"pull/{state.meta.pulls[sha].number}", "metadata_missing_commit", f"merge_commit_sha {sha}")
+               for sha, kind in zip(shas, kinds, strict=True) if kind != "commit"]  # fmt: skip
+    for key, reason, detail in [*state.meta.bad, *missing]:
+        state.drops.append({
+            schema.ID: schema.document_id(state.repo.source, state.repo.repo, key, "github"), schema.STAGE: STAGE,
+            schema.REASON: reason, schema.LANG: schema.UNKNOWN, schema.BYTES: 0, schema.SOURCE: state.repo.source,
+            schema.REPO: state.repo.repo, schema.PATH: key, schema.DETAIL: detail, schema.SCORE: None,
+            schema.THRESHOLD: None, schema.DUP_OF: None,
+        })  # fmt: skip
+        state.counters[METADATA_RECORDS] += 1
+
+
+METADATA_RECORDS = "metadata_records"
+"""Counter of the metadata records a commits task dropped: inputs besides its commits (``rows_in``)."""
+LEFT_OUT = "changes_left_out/"
+"""Counter prefix, then the repository: mainline changes the walk's bounds left out."""
+
+
 def commit_id(repo: Repository, sha: str) -> str:
     return schema.document_id(repo.source, repo.repo, sha, "commit")
 
@@ -380,6 +525,10 @@ def read_slice(sl: CommitSlice, cfg: CommitsConfig) -> Iterator[MapResult]:
     with batch_scheduling(), gitlog.ObjectReader(sl.repository.gitdir) as objects:  # the order: git inherits it
         state = _Slice(sl, cfg, objects)
         state.counters["commits"] = sl.count
+        if sl.left_out:
+            state.counters[LEFT_OUT + state.repo.repo] = sl.left_out
+        if sl.skip == 0 and state.meta is not None:
+            _metadata_drops(state)
         shas = None
         if sl.listing is not None:
             shas = slice_shas(sl, cfg)
@@ -483,8 +632,8 @@ def _is_license_path(path: bytes) -> bool:
 
 def _commit_drop(state: _Slice, raw: gitlog.RawCommit) -> tuple[str | None, str | None]:
     """Drop reason decided from the header and the file list alone (before any decoding)."""
-    if len(raw.parents) > 1:
-        return "merge", f"{len(raw.parents)} parents"
+    if len(raw.parents) > 1 and not state.on_mainline(raw.sha):
+        return "merge", f"{len(raw.parents)} parents, off the mainline (its changes land with a mainline change)"
     if raw.sha in state.shallow:
         return "missing_parent", "shallow clone boundary: parents not in the repository"
     author = raw.author_name.decode("utf-8", "replace") + " <" + raw.author_email.decode("utf-8", "replace") + ">"
@@ -564,6 +713,7 @@ def _build_row(state: _Slice, raw: gitlog.RawCommit, known: _License | None) -> 
     if None not in excluded:
         return _excluded_only(excluded), ", ".join(sorted(excluded))  # type: ignore[arg-type]
     subject, _, body = message.strip("\n").partition("\n")
+    mainline = state.on_mainline(raw.sha)
     row = (  # COMMIT_SCHEMA's columns in order, up to _ROW_TAIL
         commit_id(state.repo, raw.sha), state.repo.source, state.repo.repo,  # id, source, repo
         raw.sha, _main_language(lines), len(raw.patch),  # path, lang, bytes
@@ -571,9 +721,12 @@ def _build_row(state: _Slice, raw: gitlog.RawCommit, known: _License | None) -> 
         raw.author_name.decode("utf-8", "replace"), raw.author_email.decode("utf-8", "replace"),  # author_name, _email
         raw.author_time, raw.committer_time,  # author and committer dates: epoch seconds, Arrow's timestamp("s")
         subject.strip(), body.strip("\n"), encoding,  # subject, body, message_encoding
-        files, added, deleted, diff,  # files, lines_added, lines_deleted, diff
+        files, added, deleted, diff, mainline,  # files, lines_added, lines_deleted, diff, mainline
     )  # fmt: skip
-    return _Row(row, wanted, known or _License(raw.sha))
+    merge = len(raw.parents) > 1
+    number = github.pr_number(subject.strip(), merge) if mainline else None
+    side = tuple(raw.parents[1:]) if merge and mainline else ()
+    return _Row(row, wanted, known or _License(raw.sha), number, side)
 
 
 def _decode_diff(patch: bytes, min_evidence: int) -> tuple[str, list[str]] | tuple[str, str]:

@@ -1,16 +1,17 @@
 """The repository-history stages, declared (the pipeline: ``REPO_TASKS`` in ``pipeline/pipelines.py``)::
 
     commits (source: one task per slice of a long history, or per group of small histories)
-      -> commit_filters (filter) -> commit_dedup (keys -> groups -> clusters -> apply)
-      -> task_candidates (filter)
+      -> commit_filters (filter) -> commit_dedup (keys -> groups -> clusters -> apply)   the edit set's path
+      -> task_candidates (filter, reads commits)                                          the tasks' path
       -> edit_set (filter, reads commit_dedup) -> sft_render (the SFT stage: chat template, loss masks)
       -> task_outputs (sink)   tasks/tasks.jsonl, tasks/tasks-eval.jsonl (from task_candidates),
                                shards/<edit set>/ (sft_render's examples, packed), manifest.json
 
-The edit set is made of every deduplicated commit (CommitPackFT's shape), the task
-files of the candidates (a commit changing tests and code); both keep the time split:
-a commit after ``task_outputs.eval_after`` is an evaluation task and never a training
-example. The repositories come from the recipe's ``type: git`` sources, found as
+Two products, two sets of rules: the edit set is made of every deduplicated single commit
+that passes CommitPackFT's rules; the task files of the mainline's changes as they landed (a
+merge's whole pull request, a squash or rebase commit) that change tests and code, under the
+candidates' own rules. Both keep the time split: a task merged (a commit committed) after
+``task_outputs.eval_after`` is an evaluation task and never a training example. The repositories come from the recipe's ``type: git`` sources, found as
 ingest finds them: a repository, a folder searched for repositories, or a list file.
 """
 
@@ -143,6 +144,10 @@ def plan_commits(recipe: Any, plan_tasks: PlanTasks) -> tuple[list[ttask.CommitS
     commit on a branch moves its tip, which redoes the stages. A walk of every parent longer
     than a slice is written to the run's plan folder, from which its slices read their commits."""
     cfg = recipe.stages.commits
+    meta = cfg.github_metadata
+    if meta is not None and not git.is_url(meta) and not meta.startswith("s3://") and not Path(meta).is_dir():
+        raise RecipeError(f"stages.commits.github_metadata: {meta} is not a folder; point it at a folder holding "
+                          "owner__name.json or owner__name/*.json per repository (gh api --paginate output)")  # fmt: skip
     plan_dir = plan_tasks.run.plan_dir(COMMITS.name)
     mirror.remove_tree(plan_dir)  # walks of an older plan
     parts = [part for src in recipe.sources for part in _source_parts(src, cfg, plan_dir, plan_tasks)]
@@ -199,7 +204,30 @@ def filters_fn(run: StageRun) -> functools.partial:
 
 
 def candidates_fn(run: StageRun) -> functools.partial:
-    return functools.partial(candidates.run, cfg=run.cfg)
+    """The tasks' own rules over the commits source's rows; the apply check finds each repository's
+    git directory as the plan found it."""
+    repos = repository_dirs(run.recipe) if run.cfg.check_apply else None
+    return functools.partial(candidates.run, cfg=run.cfg, repos=repos)
+
+
+def repository_dirs(recipe: Any) -> dict[tuple[str, str], tuple[str, str]]:
+    """(source, repository) -> (git directory, the URL it is a clone of, or '') of every repository
+    of the recipe's git sources, found as the commits plan finds them (a URL's clone is the plan's)."""
+    out: dict[tuple[str, str], tuple[str, str]] = {}
+    for src in recipe.sources:
+        if not isinstance(src, GitSource):
+            continue
+        if git.source_form(src) == "repository":
+            out[src.name, git.repo_name(src)] = (git.resolve_gitdir(src), git.url_of(src.path))
+            continue
+        for f in _listed(src):
+            if f.problem is None:
+                try:
+                    gitdir = git.resolve_gitdir(src.model_copy(update={"path": f.location, "repo": None}))
+                except RecipeError:
+                    continue  # the commits stage dropped it as bad_repository
+                out[src.name, f.name] = (gitdir, git.url_of(f.location))
+    return out
 
 
 def _eval_after(recipe: Any) -> Any:
@@ -282,7 +310,9 @@ def output_parts(recipe: Any) -> list[Any]:
 COMMITS = StageSpec("commits", "source", CommitsConfig, plan=plan_commits, source_jobs=commit_jobs)
 COMMIT_FILTERS = StageSpec("commit_filters", "filter", CommitFiltersConfig, map_fn=filters_fn)
 COMMIT_DEDUP = StageSpec("commit_dedup", "global", CommitDedupConfig, phases=dedup_phases)
-TASK_CANDIDATES = StageSpec("task_candidates", "filter", TaskCandidatesConfig, map_fn=candidates_fn)
+TASK_CANDIDATES = StageSpec(
+    "task_candidates", "filter", TaskCandidatesConfig, map_fn=candidates_fn, upstream="commits"
+)
 EDIT_SET = StageSpec(
     "edit_set", "filter", EditSetConfig, map_fn=edit_fn, upstream="commit_dedup", hash_parts=edit_parts
 )

@@ -81,7 +81,7 @@ def commits_task(ctx: TaskContext, shard: int, planned: CommitShard, cfg: Commit
     for part in planned.parts:
         if isinstance(part, commits.CommitSlice):
             read = commits.read_slice_table(part, cfg)
-            rows_in += read.counters["commits"]
+            rows_in += read.counters["commits"] + read.counters[commits.METADATA_RECORDS]
         else:
             read = _problem_drop(part)
             rows_in += 1
@@ -146,6 +146,20 @@ def _sort_key(line: str) -> tuple[str, str]:
     return record["instance_id"], record["commit"]
 
 
+def unique_ids(lines: Iterator[str]) -> Iterator[str]:
+    """Sorted task lines with each instance id once: a later change that names a pull request an
+    earlier one named too (a cherry-pick, a second "(#N)") gets its sha's 12 hex appended."""
+    last = None
+    for line in lines:
+        record = json.loads(line)
+        if record["instance_id"] == last:
+            record["instance_id"] = f"{last}-{record['commit'][:12]}"
+            line = swebench.task_line(record)
+        else:
+            last = record["instance_id"]
+        yield line
+
+
 def merge_task(ctx: TaskContext, n_shards: int, cfg: TaskSetConfig, marker: str) -> dict[str, Any]:
     """Merge the shards' sorted records into ``tasks/`` (one line per shard in memory at a time).
 
@@ -157,7 +171,7 @@ def merge_task(ctx: TaskContext, n_shards: int, cfg: TaskSetConfig, marker: str)
         handles = [ensure_local(records_path(ctx.run, ctx.stage, split, s)).open(encoding="utf-8") for s in range(n_shards)]
         try:
             path = ctx.run.task_file(split)
-            n = _write_lines(path, heapq.merge(*handles, key=_sort_key))
+            n = _write_lines(path, unique_ids(heapq.merge(*handles, key=_sort_key)))
         finally:
             for h in handles:
                 h.close()
