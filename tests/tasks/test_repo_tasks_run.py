@@ -104,7 +104,13 @@ def test_every_stage_conserves_rows_and_names_its_drops(finished):
         assert s["rows_in"] == s["rows_out"] + sum(s["dropped"].values()), spec.name
     commits = stats(finished, "commits")
     assert commits["shards"] >= 5  # two histories in slices of 6, and the broken repository's drop
-    assert commits["dropped"]["bad_repository"] == 1 and commits["dropped"]["merge"] == 2
+    assert commits["dropped"]["bad_repository"] == 1 and "merge" not in commits["dropped"]  # merges are changes
+    # the edit set wants single commits: its CommitPackFT filters drop the two mainline merges
+    assert stats(finished, "commit_filters")["dropped"]["merge"] == 2
+    # the tasks' path reads the commits source, not the edit set's filters
+    candidates = stats(finished, "task_candidates")
+    assert candidates["rows_in"] == commits["rows_out"]
+    assert "message_too_few_words" not in candidates["dropped"]
     dedup = stats(finished, "commit_dedup")
     # the fork repeats the project's commits (same shas, another repository) and the cherry-pick
     assert dedup["dropped"]["duplicate_exact"] >= 2
@@ -124,8 +130,9 @@ def test_task_outputs_are_swebench_instances_split_by_time(finished, repos):
     ids = {r["instance_id"] for r in train} | {r["instance_id"] for r in held}
     assert f"acme__proj-{shas['divide_fix'][:12]}" in {r["instance_id"] for r in train}
     assert f"acme__proj-{shas['sqrt_fix'][:12]}" in {r["instance_id"] for r in held}
-    # the fork's copies and its later cherry-pick are duplicates: the original commits are kept
-    assert not any(i.startswith("forks__fork-") for i in ids)
+    # tasks are not deduplicated (commit_dedup serves the edit set): the fork's own history gives its own
+    assert any(i.startswith("forks__fork-") for i in ids)
+    assert {r["statement_source"] for r in train + held} == {"commits"}  # no PR numbers, no metadata
     assert [r["instance_id"] for r in train] == sorted(r["instance_id"] for r in train)
     fix = next(r for r in train if r["commit"] == shas["divide_fix"])
     assert "tests/test_calc.py" in fix["test_patch"] and "src/calc.py" in fix["patch"]
