@@ -53,7 +53,7 @@ def _funnel_steps(data: RunData) -> list[tuple[str, str, str, int | None]]:
         ("source", "commits listed", "commits", commits["rows_in"] - _metadata(commits) if commits else None),
         ("source", "metadata records dropped", "commits", _metadata(commits) or None),
         ("source", "rows read (changes and commits)", "commits", out("commits")),
-        ("tasks", "task candidates (tests + code, applies)", "task_candidates", out("task_candidates")),
+        ("tasks", "task candidates", "task_candidates", out("task_candidates")),
         ("tasks", "evaluation tasks", "task_outputs", counters.get("tasks_eval") if tasks_out else None),
         ("tasks", "training tasks", "task_outputs", counters.get("tasks_train") if tasks_out else None),
         ("edit set", "filtered (CommitPackFT rules)", "commit_filters", out("commit_filters")),

@@ -16,7 +16,7 @@ title and body (``pull_request``: from the metadata, or from the merge or squash
 the subjects of the commits it landed); else the commit message (``commits``).
 
 These rules are the tasks' own (the edit set's CommitPackFT rules never see them). Drop
-reasons, in order: ``not_a_change``, ``no_test_change``, ``tests_only`` (no other file
+reasons, in order: ``not_a_change``, ``root_commit`` (no base to apply at), ``no_test_change``, ``tests_only`` (no other file
 changes), ``docs_only`` / ``no_code_change`` (the other files are documentation / not code),
 ``generated_files``, ``binary_patch`` (``binary: drop``), ``patch_too_small`` /
 ``patch_too_large`` (changed code lines), ``too_many_files``, ``too_many_hunks``,
@@ -220,6 +220,9 @@ def run(table: pa.Table, cfg: TaskCandidatesConfig, repos: dict[tuple[str, str],
     for i, row in enumerate(table.to_pylist()):
         if not row[C.MAINLINE]:
             drops.append((i, "not_a_change", None, None, "a pull request's own commit (the edit set's)"))
+            continue
+        if not row[C.PARENTS]:
+            drops.append((i, "root_commit", None, None, "no parent: no base commit to apply the change at"))
             continue
         split = split_commit(row[C.FILES], row[C.DIFF], test_dirs)
         text, hints, source, linked = statement(row)
