@@ -318,3 +318,38 @@ def test_closing_keywords_and_malformed_records():
                                   "created_at": "2024-01-01T00:00:00Z"})])  # fmt: skip
     assert [b[:2] for b in meta.bad] == [("f#0", "metadata_malformed"), ("f#1", "metadata_malformed"),
                                          ("f#2", "metadata_malformed")]  # fmt: skip
+
+
+def test_a_pull_request_merged_into_a_development_branch_is_a_change(tmp_path):
+    """GitHub merged it into ``develop``, which a release merge brought to the mainline later: the
+    first-parent walk sees the release only; a walk of every parent sees the pull request's merge."""
+    r = init(tmp_path / "dev")
+    r.write("src/a.py", "X = 1\n")
+    r.write("tests/test_a.py", "from a import X\n\n\ndef test_x():\n    assert X\n")
+    r.commit("Start the project")
+    r.git("checkout", "-q", "-b", "develop")
+    r.git("checkout", "-q", "-b", "fix")
+    r.write("src/a.py", "X = 2\n")
+    r.commit("Set X to two")
+    r.write("tests/test_a.py", "from a import X\n\n\ndef test_x():\n    assert X == 2\n")
+    r.commit("Test that X is two")
+    r.git("checkout", "-q", "develop")
+    pr = _merge(r, "fix", "Merge pull request #8 from ann/fix\n\nMake X two")
+    r.git("checkout", "-q", "main")
+    r.write("README.md", "# dev\n")
+    r.commit("Add a readme")
+    release = _merge(r, "develop", "Merge branch 'develop'")
+    repo = Repository("gh", "acme/dev", str(r.path / ".git"))
+    table, _, _ = read(repo, CommitsConfig(), tmp_path / "fp")
+    assert pr not in set(table.column(C.SHA).to_pylist())
+    tasks = by_sha(candidates.run(table, TaskCandidatesConfig(), repos_of(repo)).table)
+    assert tasks[release][C.STATEMENT_SOURCE] == "commits" and tasks[release][C.PR_NUMBER] is None
+    table, dropped, _ = read(repo, CommitsConfig(first_parent=False), tmp_path / "all")
+    assert dropped.num_rows == 0
+    row = by_sha(table)[pr]
+    assert not row[C.MAINLINE] and row[C.PR_NUMBER] == 8
+    assert [c["subject"] for c in row[C.PR_COMMITS]] == ["Set X to two", "Test that X is two"]
+    tasks = by_sha(candidates.run(table, TaskCandidatesConfig(), repos_of(repo)).table)
+    assert tasks[pr][C.INSTANCE_ID] == "acme__dev-8" and tasks[pr][C.STATEMENT_SOURCE] == "pull_request"
+    assert tasks[pr][C.PROBLEM_STATEMENT].startswith("Make X two\n\nCommits:\n- Set X to two\n")
+    assert release in tasks and len(tasks) == 2  # the pull request's own commits are the edit set's

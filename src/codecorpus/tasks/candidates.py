@@ -1,8 +1,9 @@
 """The task_candidates stage: changes as they landed that change tests and code, split SWE-bench's way.
 
-Its input is the commits source's rows; a task is made of a mainline row only (``mainline``:
-a merge's whole pull request against its first parent, or a squash or rebase commit), never of
-a pull request's own commits (``not_a_change``: those are the edit set's). A changed file is a
+Its input is the commits source's rows; a task is made of a change as it landed only
+(:func:`is_change`: a mainline row, i.e. a merge's whole pull request against its first parent
+or a squash or rebase commit, or a merge of a pull request into another branch), never of a
+pull request's own commits (``not_a_change``: those are the edit set's). A changed file is a
 test file by its path (:func:`is_test_path`): a test directory anywhere in it (``tests/``,
 ``test/``, ``__tests__/``, ``spec/``, Maven's ``src/test/java`` ...) or a test file name of its
 language (``test_*.py``, ``*_test.go``, ``*.spec.ts``, ``FooTest.java``, ``foo_spec.rb`` ...).
@@ -218,7 +219,7 @@ def run(table: pa.Table, cfg: TaskCandidatesConfig, repos: dict[tuple[str, str],
     test_dirs = frozenset(cfg.test_dirs)
     keep, splits, drops = [], [], []
     for i, row in enumerate(table.to_pylist()):
-        if not row[C.MAINLINE]:
+        if not is_change(row):
             drops.append((i, "not_a_change", None, None, "a pull request's own commit (the edit set's)"))
             continue
         if not row[C.PARENTS]:
@@ -260,6 +261,12 @@ OUTPUT_COLUMNS = (
     C.TEST_LINES, C.LANGS, C.PROBLEM_STATEMENT, C.HINTS_TEXT, C.STATEMENT_SOURCE, C.LINKED_ISSUES, C.INSTANCE_ID,
     C.CREATED_AT, C.MERGED_AT,
 )  # fmt: skip
+
+
+def is_change(row: dict[str, Any]) -> bool:
+    """A change as it landed: a row of the mainline, or a merge of a pull request into another
+    branch (a development branch merged into the mainline later); not a pull request's own commit."""
+    return bool(row[C.MAINLINE]) or (len(row[C.PARENTS]) > 1 and row[C.PR_NUMBER] is not None)
 
 
 def instance_id(repo: str, pr: int | None, sha: str) -> str:

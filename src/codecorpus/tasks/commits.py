@@ -332,7 +332,9 @@ class _Row:
     license: _License
     pr_number: int | None = None
     side: tuple[str, ...] = ()
-    """A mainline merge's other parents: where the commits it landed are found."""
+    """A merge's other parents when it is a change: where the commits it landed are found."""
+    change: bool = False
+    """A change as it landed: on the mainline, or a merge of a pull request into another branch."""
 
 
 class _Slice:
@@ -406,7 +408,7 @@ class _Slice:
         for r in self.rows:
             before, skipped = _before_images(self.cfg, r.wanted, blob_iter)
             assert r.license.value is not None  # _read_licenses filled in every one
-            landed = _pr_commits(self, r.side) if r.side else []
+            landed = (_pr_commits(self, r.side) if r.row[_MAINLINE_AT] else _branch_commits(self, r)) if r.side else []
             rows.append((*r.row, before, skipped, *r.license.value, *_pull_fields(self, r, landed)))
         # one struct array from the rows' tuples (by position): faster than Table.from_pylist's dicts
         table = pa.Table.from_batches([pa.RecordBatch.from_struct_array(pa.array(rows, type=_ROW_TYPE))])
@@ -461,11 +463,21 @@ def _pr_commits(state: _Slice, side: tuple[str, ...]) -> list[tuple[str, str, in
     return sorted(out, key=lambda c: (c[2], c[0]))
 
 
+def _branch_commits(state: _Slice, r: _Row) -> list[tuple[str, str, int]]:
+    """The commits a merge off the mainline landed (a pull request merged into a development
+    branch): ``git log`` of its other parents not reachable from its first parent, oldest first."""
+    parents = r.row[C.COMMIT_SCHEMA.names.index(C.PARENTS)]
+    out = _git(state.repo.gitdir, "log", "--format=%H%x00%at%x00%s", f"--max-count={PR_COMMITS_CAP}",
+               *r.side, f"^{parents[0]}", "--")  # fmt: skip
+    rows = [line.split("\0", 2) for line in out.splitlines() if line.count("\0") >= 2]
+    return sorted(((sha, subject.strip(), int(at or 0)) for sha, at, subject in rows), key=lambda c: (c[2], c[0]))
+
+
 def _pull_fields(state: _Slice, r: _Row, landed: list[tuple[str, str, int]]) -> tuple[Any, ...]:
     """(pr_number, pr_commits, pull, issues) of a row: the metadata's pull request whose merge
     commit the row is, and the issues it closes (this repository's, with their hints)."""
     sha = r.row[C.COMMIT_SCHEMA.names.index(C.SHA)]
-    pull = state.meta.pulls.get(sha) if state.meta is not None and r.row[_MAINLINE_AT] else None
+    pull = state.meta.pulls.get(sha) if state.meta is not None and r.change else None
     if pull is None:
         return r.pr_number, landed, None, []
     first = pull.first_commit_at
@@ -502,6 +514,8 @@ def _metadata_drops(state: _Slice) -> None:
         state.counters[METADATA_RECORDS] += 1
 
 
+PULL_MERGE = b"Merge pull request #"
+"""GitHub's merge message: such a merge off the mainline landed a pull request on another branch."""
 METADATA_RECORDS = "metadata_records"
 """Counter of the metadata records a commits task dropped: inputs besides its commits (``rows_in``)."""
 LEFT_OUT = "changes_left_out/"
@@ -632,7 +646,7 @@ def _is_license_path(path: bytes) -> bool:
 
 def _commit_drop(state: _Slice, raw: gitlog.RawCommit) -> tuple[str | None, str | None]:
     """Drop reason decided from the header and the file list alone (before any decoding)."""
-    if len(raw.parents) > 1 and not state.on_mainline(raw.sha):
+    if len(raw.parents) > 1 and not state.on_mainline(raw.sha) and not raw.message.startswith(PULL_MERGE):
         return "merge", f"{len(raw.parents)} parents, off the mainline (its changes land with a mainline change)"
     if raw.sha in state.shallow:
         return "missing_parent", "shallow clone boundary: parents not in the repository"
@@ -724,9 +738,10 @@ def _build_row(state: _Slice, raw: gitlog.RawCommit, known: _License | None) -> 
         files, added, deleted, diff, mainline,  # files, lines_added, lines_deleted, diff, mainline
     )  # fmt: skip
     merge = len(raw.parents) > 1
-    number = github.pr_number(subject.strip(), merge) if mainline else None
-    side = tuple(raw.parents[1:]) if merge and mainline else ()
-    return _Row(row, wanted, known or _License(raw.sha), number, side)
+    number = github.pr_number(subject.strip(), merge) if mainline or merge else None
+    change = mainline or (merge and number is not None)  # a pull request merged into another branch is one too
+    side = tuple(raw.parents[1:]) if merge and change else ()
+    return _Row(row, wanted, known or _License(raw.sha), number, side, change)
 
 
 def _decode_diff(patch: bytes, min_evidence: int) -> tuple[str, list[str]] | tuple[str, str]:
