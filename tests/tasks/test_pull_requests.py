@@ -128,7 +128,8 @@ def test_a_merge_is_one_change_holding_its_pull_requests_commits(app, tmp_path):
         return [line for line in diff.splitlines() if not line.startswith("index ")]
 
     assert body(merge[C.DIFF]) == body(r.git("diff", "--binary", "-M", sha["pr2"], sha["pr1"]))
-    assert [c["subject"] for c in merge[C.PR_COMMITS]] == [
+    # the commits it landed (the candidates list them for a change that may be a task)
+    assert [c["subject"] for c in candidates.landed_commits(repo.gitdir, merge[C.PARENTS])] == [
         "Strip the parts parse returns", "Merge branch 'main' into parse", "Test that parse strips the parts"]
     assert [rows[sha[k]][C.PR_NUMBER] for k in ("pr2", "pr3", "pr4", "pr5", "pr6")] == [2, None, 4, 5, 6]
 
@@ -348,8 +349,8 @@ def test_a_pull_request_merged_into_a_development_branch_is_a_change(tmp_path):
     assert dropped.num_rows == 0
     row = by_sha(table)[pr]
     assert not row[C.MAINLINE] and row[C.PR_NUMBER] == 8
-    assert [c["subject"] for c in row[C.PR_COMMITS]] == ["Set X to two", "Test that X is two"]
     tasks = by_sha(candidates.run(table, TaskCandidatesConfig(), repos_of(repo)).table)
+    assert [c["subject"] for c in tasks[pr][C.PR_COMMITS]] == ["Set X to two", "Test that X is two"]
     assert tasks[pr][C.INSTANCE_ID] == "acme__dev-8" and tasks[pr][C.STATEMENT_SOURCE] == "pull_request"
     assert tasks[pr][C.PROBLEM_STATEMENT].startswith("Make X two\n\nCommits:\n- Set X to two\n")
     assert release in tasks and len(tasks) == 2  # the pull request's own commits are the edit set's

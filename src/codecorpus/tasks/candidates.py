@@ -28,6 +28,7 @@ scratch index of the files it touches, failed.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 import subprocess
@@ -129,7 +130,9 @@ def statement(row: dict[str, Any]) -> tuple[str, str, str, list[str]]:
     if row[C.ISSUES]:
         issues = row[C.ISSUES]
         text = "\n".join(f"{i['title']}\n{i['body']}".strip() + "\n" for i in issues)
-        hints = "\n\n".join(i["hints"] for i in issues if i["hints"])
+        first = first_commit_at(row)
+        hints = "\n\n".join(c["body"].strip() for i in issues for c in i["comments"]
+                            if first is not None and c["created_at"] < first and c["body"].strip())  # fmt: skip
         return text, hints, "issue", [f"{i['repo']}#{i['number']}" for i in issues]
     subjects = [c["subject"] for c in row[C.PR_COMMITS]]
     pull = row[C.PULL]
@@ -143,6 +146,33 @@ def statement(row: dict[str, Any]) -> tuple[str, str, str, list[str]]:
     if merge and subjects:
         return _text(row[C.BODY], "", subjects), "", "commits", []
     return problem_statement(row[C.SUBJECT], row[C.BODY]), "", "commits", []
+
+
+def first_commit_at(row: dict[str, Any]) -> dt.datetime | None:
+    """When the pull request's first commit was made (SWE-bench's cut for hints): the metadata's
+    commits, else the earliest author date of the commits the merge landed, else the pull
+    request's creation."""
+    pull = row[C.PULL] or {}
+    dates = [c["author_date"] for c in row.get(C.PR_COMMITS) or []]
+    return pull.get("first_commit_at") or (min(dates) if dates else None) or pull.get("created_at")
+
+
+def landed_commits(gitdir: str, parents: list[str]) -> list[dict[str, Any]]:
+    """The commits a merge landed, oldest first: reachable from its other parents and not from its
+    first (``git log``, at most ``PR_COMMITS_CAP``), with subjects and author dates."""
+    proc = subprocess.run(["git", f"--git-dir={gitdir}", "log", "--format=%H%x00%at%x00%s",
+                           f"--max-count={PR_COMMITS_CAP}", *parents[1:], f"^{parents[0]}", "--"],
+                          capture_output=True, env=GIT_ENV, check=False)  # fmt: skip
+    out = []
+    for line in proc.stdout.decode("utf-8", "replace").splitlines():
+        sha, at, subject = [*line.split("\0", 2), "", ""][:3]
+        out.append({"sha": sha, "subject": subject.strip(),
+                    "author_date": dt.datetime.fromtimestamp(int(at or 0), dt.timezone.utc)})  # fmt: skip
+    return sorted(out, key=lambda c: (c["author_date"], c["sha"]))
+
+
+PR_COMMITS_CAP = 250
+"""The most commits listed for one merge (GitHub lists at most 250 commits of a pull request)."""
 
 
 def _text(title: str, body: str, subjects: list[str]) -> str:
@@ -188,7 +218,8 @@ def apply_check(gitdir: str, files: list[dict[str, Any]], diff: str) -> str | No
 Drop = tuple[str, float | None, float | None, str | None]
 
 
-def _reason(split: dict[str, Any], text: str, source: str, cfg: TaskCandidatesConfig) -> Drop | None:
+def _shape_reason(split: dict[str, Any], cfg: TaskCandidatesConfig) -> Drop | None:
+    """The change's own shape: tests and code, no generated or (when asked) binary files, its size."""
     if not split[C.TEST_FILES]:
         return "no_test_change", None, None, None
     if not split[C.PATCH_FILES]:
@@ -199,17 +230,55 @@ def _reason(split: dict[str, Any], text: str, source: str, cfg: TaskCandidatesCo
         return "generated_files", None, None, ", ".join(split["_generated"])[:300]
     if cfg.binary == "drop" and split["_binary"]:
         return "binary_patch", None, None, None
-    lines, nfiles, hunks, chars = split[C.PATCH_LINES], split[C.PATCH_FILES], split[C.PATCH_HUNKS], len(text)
+    lines, nfiles, hunks = split[C.PATCH_LINES], split[C.PATCH_FILES], split[C.PATCH_HUNKS]
     checks = (
         ("patch_too_small", lines < cfg.min_patch_lines, lines, cfg.min_patch_lines),
         ("patch_too_large", cfg.max_patch_lines is not None and lines > cfg.max_patch_lines, lines, cfg.max_patch_lines),
         ("too_many_files", cfg.max_patch_files is not None and nfiles > cfg.max_patch_files, nfiles, cfg.max_patch_files),
         ("too_many_hunks", cfg.max_patch_hunks is not None and hunks > cfg.max_patch_hunks, hunks, cfg.max_patch_hunks),
+    )  # fmt: skip
+    return next(((name, score, limit, None) for name, failed, score, limit in checks if failed), None)
+
+
+def _statement_reason(text: str, source: str, cfg: TaskCandidatesConfig) -> Drop | None:
+    chars = len(text)
+    checks = (
         ("statement_too_short", chars < cfg.min_statement_chars, chars, cfg.min_statement_chars),
         ("statement_too_long", chars > cfg.max_statement_chars, chars, cfg.max_statement_chars),
         ("no_linked_issue", cfg.require_linked_issue and source != "issue", None, None),
     )  # fmt: skip
     return next(((name, score, limit, None) for name, failed, score, limit in checks if failed), None)
+
+
+def _candidate(row: dict[str, Any], cfg: TaskCandidatesConfig, test_dirs: frozenset[str],
+               repos: dict[tuple[str, str], tuple[str, str]] | None) -> dict[str, Any] | Drop:  # fmt: skip
+    """One change's task columns, or the reason it is no task."""
+    if not is_change(row):
+        return "not_a_change", None, None, "a pull request's own commit (the edit set's)"
+    if not row[C.PARENTS]:
+        return "root_commit", None, None, "no parent: no base commit to apply the change at"
+    split = split_commit(row[C.FILES], row[C.DIFF], test_dirs)
+    reason = _shape_reason(split, cfg)
+    if reason is not None:
+        return reason
+    gitdir = _gitdir(repos, row[schema.SOURCE], row[schema.REPO]) if repos is not None else None
+    row[C.PR_COMMITS] = landed_commits(gitdir, row[C.PARENTS]) if gitdir and len(row[C.PARENTS]) > 1 else []
+    text, hints, source, linked = statement(row)
+    reason = _statement_reason(text, source, cfg)
+    if reason is not None:
+        return reason
+    if cfg.check_apply and repos is not None:
+        failed = apply_check(gitdir, row[C.FILES], row[C.DIFF]) if gitdir else "the repository is not found"
+        if failed is not None:
+            return "patch_does_not_apply", None, None, failed
+    pull = row[C.PULL] or {}
+    split.update({
+        C.DESCRIPTION_CHARS: len(text), C.PROBLEM_STATEMENT: text, C.HINTS_TEXT: hints, C.STATEMENT_SOURCE: source,
+        C.LINKED_ISSUES: linked, C.INSTANCE_ID: instance_id(row[schema.REPO], row[C.PR_NUMBER], row[C.SHA]),
+        C.CREATED_AT: pull.get("created_at") or row[C.COMMITTER_DATE],
+        C.MERGED_AT: pull.get("merged_at") or row[C.COMMITTER_DATE], C.PR_COMMITS: row[C.PR_COMMITS],
+    })  # fmt: skip
+    return split
 
 
 def run(table: pa.Table, cfg: TaskCandidatesConfig, repos: dict[tuple[str, str], tuple[str, str]] | None = None) -> MapResult:
@@ -219,31 +288,12 @@ def run(table: pa.Table, cfg: TaskCandidatesConfig, repos: dict[tuple[str, str],
     test_dirs = frozenset(cfg.test_dirs)
     keep, splits, drops = [], [], []
     for i, row in enumerate(table.to_pylist()):
-        if not is_change(row):
-            drops.append((i, "not_a_change", None, None, "a pull request's own commit (the edit set's)"))
-            continue
-        if not row[C.PARENTS]:
-            drops.append((i, "root_commit", None, None, "no parent: no base commit to apply the change at"))
-            continue
-        split = split_commit(row[C.FILES], row[C.DIFF], test_dirs)
-        text, hints, source, linked = statement(row)
-        reason = _reason(split, text, source, cfg)
-        if reason is None and cfg.check_apply and repos is not None:
-            gitdir = _gitdir(repos, row[schema.SOURCE], row[schema.REPO])
-            failed = apply_check(gitdir, row[C.FILES], row[C.DIFF]) if gitdir else "the repository is not found"
-            reason = None if failed is None else ("patch_does_not_apply", None, None, failed)
-        if reason is not None:
-            drops.append((i, *reason))
-            continue
-        keep.append(i)
-        pull = row[C.PULL] or {}
-        split.update({
-            C.DESCRIPTION_CHARS: len(text), C.PROBLEM_STATEMENT: text, C.HINTS_TEXT: hints, C.STATEMENT_SOURCE: source,
-            C.LINKED_ISSUES: linked, C.INSTANCE_ID: instance_id(row[schema.REPO], row[C.PR_NUMBER], row[C.SHA]),
-            C.CREATED_AT: pull.get("created_at") or row[C.COMMITTER_DATE],
-            C.MERGED_AT: pull.get("merged_at") or row[C.COMMITTER_DATE],
-        })  # fmt: skip
-        splits.append(split)
+        made = _candidate(row, cfg, test_dirs, repos)
+        if isinstance(made, dict):
+            keep.append(i)
+            splits.append(made)
+        else:
+            drops.append((i, *made))
     out = table.take(pa.array(keep, pa.int64()))
     for name in OUTPUT_COLUMNS:
         out = C.with_column(out, name, [s[name] for s in splits])
@@ -259,7 +309,7 @@ def run(table: pa.Table, cfg: TaskCandidatesConfig, repos: dict[tuple[str, str],
 OUTPUT_COLUMNS = (
     C.PATCH, C.TEST_PATCH, C.TEST_FILES, C.DESCRIPTION_CHARS, C.PATCH_LINES, C.PATCH_FILES, C.PATCH_HUNKS,
     C.TEST_LINES, C.LANGS, C.PROBLEM_STATEMENT, C.HINTS_TEXT, C.STATEMENT_SOURCE, C.LINKED_ISSUES, C.INSTANCE_ID,
-    C.CREATED_AT, C.MERGED_AT,
+    C.CREATED_AT, C.MERGED_AT, C.PR_COMMITS,
 )  # fmt: skip
 
 

@@ -60,17 +60,18 @@ SKIPPED_TYPE = pa.struct([pa.field("path", pa.string()), pa.field("reason", pa.s
 _TIME = pa.timestamp("s", tz="UTC")
 PR_COMMIT_TYPE = pa.struct([pa.field("sha", pa.string()), pa.field("subject", pa.string()),
                             pa.field("author_date", _TIME)])  # fmt: skip
-"""A commit a merge brought in (its second parent's side, not on the mainline)."""
+"""A commit a merge landed (reachable from its other parents, not from its first): the candidates list them."""
 PULL_TYPE = pa.struct([
     pa.field("number", pa.int64()), pa.field("title", pa.string()), pa.field("body", pa.large_string()),
     pa.field("created_at", _TIME), pa.field("merged_at", _TIME), pa.field("first_commit_at", _TIME),
 ])  # fmt: skip
 """The pull request a change landed, from the GitHub metadata (``tasks/github.py``)."""
+COMMENT_TYPE = pa.struct([pa.field("created_at", _TIME), pa.field("body", pa.large_string())])
 ISSUE_TYPE = pa.struct([
     pa.field("repo", pa.string()), pa.field("number", pa.int64()), pa.field("title", pa.string()),
-    pa.field("body", pa.large_string()), pa.field("hints", pa.large_string()),
+    pa.field("body", pa.large_string()), pa.field("comments", pa.list_(COMMENT_TYPE)),
 ])  # fmt: skip
-"""An issue the pull request closes, with SWE-bench's hints (its comments before the first commit)."""
+"""An issue the pull request closes, with its comments (SWE-bench's hints are those before the first commit)."""
 
 COMMIT_SCHEMA = pa.schema(
     [
@@ -99,7 +100,6 @@ COMMIT_SCHEMA = pa.schema(
         pa.field(schema.LICENSE, pa.string(), nullable=False),
         pa.field(schema.LICENSE_METHOD, pa.string(), nullable=False),
         pa.field(PR_NUMBER, pa.int64()),
-        pa.field(PR_COMMITS, pa.list_(PR_COMMIT_TYPE), nullable=False),
         pa.field(PULL, PULL_TYPE),
         pa.field(ISSUES, pa.list_(ISSUE_TYPE), nullable=False),
     ]
@@ -110,7 +110,7 @@ files (up to the caps); ``before_skipped`` names the changed text files left out
 
 A row is a commit as git shows it, and on the mainline (``mainline``: the first-parent chain
 from the tip) also a change as it landed: a merge's ``diff`` is against its first parent (the
-whole pull request), and ``pr_commits`` lists the commits it brought in. ``pr_number`` comes
+whole pull request; task_candidates lists the commits it landed, ``pr_commits``). ``pr_number`` comes
 from the subject ("Merge pull request #N", "(#N)"); ``pull`` and ``issues`` from the GitHub
 metadata when the recipe gives it (null and empty without)."""
 
@@ -178,6 +178,7 @@ STAGE_COLUMNS: dict[str, pa.DataType] = {
     CREATED_AT: pa.timestamp("s", tz="UTC"),
     MERGED_AT: pa.timestamp("s", tz="UTC"),
     LINKED_ISSUES: pa.list_(pa.string()),
+    PR_COMMITS: pa.list_(PR_COMMIT_TYPE),
 }
 """Types of the columns the tasks stages add (``boilerplate`` is the matched kind or null)."""
 

@@ -314,12 +314,9 @@ class FileEntry(NamedTuple):
 
 
 _ROW_TYPE = pa.struct(list(C.COMMIT_SCHEMA))
-_ROW_TAIL = (C.BEFORE, C.BEFORE_SKIPPED, schema.LICENSE, schema.LICENSE_METHOD, C.PR_NUMBER, C.PR_COMMITS, C.PULL,
-             C.ISSUES)  # fmt: skip
+_ROW_TAIL = (C.BEFORE, C.BEFORE_SKIPPED, schema.LICENSE, schema.LICENSE_METHOD, C.PR_NUMBER, C.PULL, C.ISSUES)
 """The columns a batch adds to each row when its objects are read: the last ones of ``COMMIT_SCHEMA``."""
 assert tuple(C.COMMIT_SCHEMA.names[-len(_ROW_TAIL) :]) == _ROW_TAIL
-PR_COMMITS_CAP = 250
-"""The most commits listed for one merge (GitHub lists at most 250 commits of a pull request)."""
 
 
 @dataclass
@@ -331,8 +328,6 @@ class _Row:
     wanted: list[tuple[str, str]]
     license: _License
     pr_number: int | None = None
-    side: tuple[str, ...] = ()
-    """A merge's other parents when it is a change: where the commits it landed are found."""
     change: bool = False
     """A change as it landed: on the mainline, or a merge of a pull request into another branch."""
 
@@ -370,7 +365,7 @@ class _Slice:
         return self.cfg.first_parent or sha in self.mainline()
 
     def mainline(self) -> frozenset[str]:
-        """The whole first-parent chain from the tip (read once per slice, when first needed)."""
+        """The whole first-parent chain from the tip (read once per slice of a walk of every parent)."""
         if self._mainline is None:
             self._mainline = frozenset(_git(self.repo.gitdir, "rev-list", "--first-parent", self.sl.tip).split())
         return self._mainline
@@ -401,15 +396,12 @@ class _Slice:
     def batch(self) -> MapResult:
         """The settled rows, finished with their licenses and before-images, and the drops."""
         _read_licenses(self, [r.license for r in self.rows])
-        blobs = list(self.objects.iter_many([oid for r in self.rows for oid, _ in r.wanted],
-                                            self.cfg.max_before_file_bytes))  # fmt: skip
-        blob_iter = iter(blobs)
+        blobs = self.objects.iter_many([oid for r in self.rows for oid, _ in r.wanted], self.cfg.max_before_file_bytes)
         rows = []
         for r in self.rows:
-            before, skipped = _before_images(self.cfg, r.wanted, blob_iter)
+            before, skipped = _before_images(self.cfg, r.wanted, blobs)
             assert r.license.value is not None  # _read_licenses filled in every one
-            landed = (_pr_commits(self, r.side) if r.row[_MAINLINE_AT] else _branch_commits(self, r)) if r.side else []
-            rows.append((*r.row, before, skipped, *r.license.value, *_pull_fields(self, r, landed)))
+            rows.append((*r.row, before, skipped, *r.license.value, *_pull_fields(self, r)))
         # one struct array from the rows' tuples (by position): faster than Table.from_pylist's dicts
         table = pa.Table.from_batches([pa.RecordBatch.from_struct_array(pa.array(rows, type=_ROW_TYPE))])
         dropped = pa.Table.from_pylist(self.drops, schema=schema.DROP_SCHEMA)
@@ -435,64 +427,24 @@ class _Slice:
         return info
 
 
-def _pr_commits(state: _Slice, side: tuple[str, ...]) -> list[tuple[str, str, int]]:
-    """(sha, subject, author time) of the commits a mainline merge landed, oldest first: its other
-    parents and their ancestors up to the mainline (the pull request's commits, at most
-    ``PR_COMMITS_CAP``), read as commit objects, one request stream a generation."""
-    chain = state.mainline()
-    seen, frontier, out = set(side), [c for c in side if c not in chain], []
-    while frontier and len(out) < PR_COMMITS_CAP:
-        answers = list(state.objects.iter_many(frontier, 1 << 20))
-        nxt = []
-        for sha, (kind, data, _) in zip(frontier, answers, strict=True):
-            if kind != "commit" or data is None or len(out) >= PR_COMMITS_CAP:
-                continue
-            head, _, message = data.partition(b"\n\n")
-            when = 0
-            for line in head.split(b"\n"):
-                if line.startswith(b"parent "):
-                    parent = line[7:].decode("ascii", "replace")
-                    if parent not in seen and parent not in chain:
-                        seen.add(parent)
-                        nxt.append(parent)
-                elif line.startswith(b"author "):
-                    with contextlib.suppress(ValueError, IndexError):
-                        when = int(line.rsplit(b" ", 2)[1])
-            out.append((sha, message.split(b"\n", 1)[0].decode("utf-8", "replace").strip(), when))
-        frontier = nxt
-    return sorted(out, key=lambda c: (c[2], c[0]))
-
-
-def _branch_commits(state: _Slice, r: _Row) -> list[tuple[str, str, int]]:
-    """The commits a merge off the mainline landed (a pull request merged into a development
-    branch): ``git log`` of its other parents not reachable from its first parent, oldest first."""
-    parents = r.row[C.COMMIT_SCHEMA.names.index(C.PARENTS)]
-    out = _git(state.repo.gitdir, "log", "--format=%H%x00%at%x00%s", f"--max-count={PR_COMMITS_CAP}",
-               *r.side, f"^{parents[0]}", "--")  # fmt: skip
-    rows = [line.split("\0", 2) for line in out.splitlines() if line.count("\0") >= 2]
-    return sorted(((sha, subject.strip(), int(at or 0)) for sha, at, subject in rows), key=lambda c: (c[2], c[0]))
-
-
-def _pull_fields(state: _Slice, r: _Row, landed: list[tuple[str, str, int]]) -> tuple[Any, ...]:
-    """(pr_number, pr_commits, pull, issues) of a row: the metadata's pull request whose merge
-    commit the row is, and the issues it closes (this repository's, with their hints)."""
-    sha = r.row[C.COMMIT_SCHEMA.names.index(C.SHA)]
+def _pull_fields(state: _Slice, r: _Row) -> tuple[Any, ...]:
+    """(pr_number, pull, issues) of a row: the metadata's pull request whose merge commit the row
+    is, and the issues it closes (this repository's, with their comments, for the hints)."""
+    sha = r.row[_SHA_AT]
     pull = state.meta.pulls.get(sha) if state.meta is not None and r.change else None
     if pull is None:
-        return r.pr_number, landed, None, []
-    first = pull.first_commit_at
-    if first is None and landed:
-        first = dt.datetime.fromtimestamp(landed[0][2], dt.timezone.utc)
-    first = first or pull.created_at
+        return r.pr_number, None, []
     issues = []
     for repo, number in github.linked_issues(f"{pull.title}\n{pull.body}", state.repo.repo):
         issue = state.meta.issues.get(number) if repo.lower() == state.repo.repo.lower() else None
         if issue is not None:
-            issues.append((repo, number, issue.title, issue.body, github.hints(issue, first)))
-    fields = (pull.number, pull.title, pull.body, pull.created_at, pull.merged_at, first)
-    return pull.number, landed, fields, issues
+            comments = [(c.created_at, c.body) for c in issue.comments]
+            issues.append((repo, number, issue.title, issue.body, comments))
+    fields = (pull.number, pull.title, pull.body, pull.created_at, pull.merged_at, pull.first_commit_at)
+    return pull.number, fields, issues
 
 
+_SHA_AT = C.COMMIT_SCHEMA.names.index(C.SHA)
 _MAINLINE_AT = C.COMMIT_SCHEMA.names.index(C.MAINLINE)
 
 
@@ -722,8 +674,8 @@ def _build_row(state: _Slice, raw: gitlog.RawCommit, known: _License | None) -> 
         deleted += entry.deleted
         if entry.excluded is None:
             lines[entry.lang] = lines.get(entry.lang, 0) + entry.added + entry.deleted + 1
-            if f.old_oid != gitlog.ZERO_OID and entry.status != "copy":
-                wanted.append((f.old_oid, entry.old_path))
+            if f.old_oid != gitlog.ZERO_OID and entry.status != "copy" and len(raw.parents) == 1:
+                wanted.append((f.old_oid, entry.old_path))  # a merge's are not read: the edit set drops merges
     if None not in excluded:
         return _excluded_only(excluded), ", ".join(sorted(excluded))  # type: ignore[arg-type]
     subject, _, body = message.strip("\n").partition("\n")
@@ -740,8 +692,7 @@ def _build_row(state: _Slice, raw: gitlog.RawCommit, known: _License | None) -> 
     merge = len(raw.parents) > 1
     number = github.pr_number(subject.strip(), merge) if mainline or merge else None
     change = mainline or (merge and number is not None)  # a pull request merged into another branch is one too
-    side = tuple(raw.parents[1:]) if merge and change else ()
-    return _Row(row, wanted, known or _License(raw.sha), number, side, change)
+    return _Row(row, wanted, known or _License(raw.sha), number, change)
 
 
 def _decode_diff(patch: bytes, min_evidence: int) -> tuple[str, list[str]] | tuple[str, str]:

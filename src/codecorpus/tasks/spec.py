@@ -204,9 +204,9 @@ def filters_fn(run: StageRun) -> functools.partial:
 
 
 def candidates_fn(run: StageRun) -> functools.partial:
-    """The tasks' own rules over the commits source's rows; the apply check finds each repository's
-    git directory as the plan found it."""
-    repos = repository_dirs(run.recipe) if run.cfg.check_apply else None
+    """The tasks' own rules over the commits source's rows; the candidates read each repository (the
+    commits a merge landed, the apply check) in its git directory, found as the plan found it."""
+    repos = repository_dirs(run.recipe)
     return functools.partial(candidates.run, cfg=run.cfg, repos=repos)
 
 
