@@ -1,8 +1,17 @@
 """The commits source: repositories -> slices of their history -> one row per commit.
 
+A row is a commit as git shows it, and a change as it landed when it is on the mainline
+(the first-parent chain from the tip: a merge's diff is against its first parent, the whole
+pull request) or is GitHub's merge of a pull request into another branch; its pull request's
+number comes from the subject, and with ``github_metadata`` the pull request and the issues it
+closes are joined to it (:mod:`codecorpus.tasks.github`). The tasks are made of the changes,
+the edit set of the single commits.
+
 Plan (:func:`plan_slices`): per repository, the tip is resolved to a sha and
-the walk (``git rev-list``, first-parent by default, within ``since`` /
-``until`` / ``max_commits_per_repo``) counted; it is cut into slices of
+the walk (``git rev-list``, first-parent by default; ``since`` / ``until`` /
+``max_commits_per_repo`` select mainline changes, and a walk of every parent is then the
+commits those changes landed) counted; the changes a bound left out are counted for the
+repository's first slice (``left_out``). The walk is cut into slices of
 ``commits_per_slice`` commits (the spec gives each slice of a long history a
 task, and consecutive small histories one task together). A slice is a few strings, so the
 plan is small for any history. No slice makes git walk the commits before it:
@@ -22,8 +31,9 @@ as Arrow tables of ``batch_rows`` rows, so a 100k-commit history is never in
 memory at once.
 Every listed commit is a row or a drop (``rows_in = rows_out + dropped``):
 
-- ``merge``, ``missing_parent`` (the boundary of a shallow clone: git shows it
-  parentless), ``bot_author``, ``empty``;
+- ``merge`` (a merge off the mainline that lands no pull request, e.g. main merged into a
+  branch: its changes land with a mainline change), ``missing_parent`` (the boundary of a
+  shallow clone: git shows it parentless), ``bot_author``, ``empty``;
 - ``too_many_files``, ``diff_too_large`` (the diff, or git's whole record, over its cap);
 - ``undecodable_message`` / ``undecodable_path`` / ``undecodable_diff``: not
   UTF-8 and no encoding detected with enough evidence (ingest's rule; with the
@@ -34,6 +44,11 @@ Every listed commit is a row or a drop (``rows_in = rows_out + dropped``):
 - ``corrupt_object``: git log failed on the commit (a missing or corrupt
   object); the walk restarts after it. ``unparsable``: git's output for the
   commit did not parse.
+
+The repository's GitHub metadata records that cannot be used are drops of its first slice
+(``metadata_malformed``, ``metadata_missing_commit``), counted in ``rows_in`` beside the
+commits (counter ``metadata_records``). A merge's before-images are not read (the edit set,
+their only reader, drops merges).
 
 The license at each commit is detected (ingest's detector) from the top-level
 license/README files of its tree; the root tree is read only when the walk
