@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import subprocess
 import typing
 from collections import Counter
@@ -263,18 +264,38 @@ def test_swebench_own_loader_reads_the_file(task_table, tmp_path):
 
 
 def test_own_history_funnel(tmp_path):
+    """The project's own history: its merges of branches are changes holding the branch's commits;
+    both products' paths conserve rows; every task applies at its base (git apply --check)."""
     top = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, check=False,
                          cwd=__file__.rsplit("/", 1)[0])  # fmt: skip
     if top.returncode != 0:
         pytest.skip("the tests are not inside a git repository")
     bare = bare_clone(top.stdout.decode().strip(), tmp_path / "own.git")
-    table = commits_of(Repository("self", "codecorpus/codecorpus", str(bare)))
-    deduped = dedup.run(table, CommitDedupConfig())
-    assert deduped.table.num_rows + deduped.dropped.num_rows == table.num_rows
-    cands = candidates.run(deduped.table, TaskCandidatesConfig())
-    assert cands.table.num_rows + cands.dropped.num_rows == deduped.table.num_rows
-    for rec in swebench.task_records(cands.table, TaskSetConfig())[0]:
+    if (bare / "shallow").exists():
+        pytest.skip("a shallow clone: its boundary commits have no parents to diff against")
+    own = Repository("self", "codecorpus/codecorpus", str(bare))
+    table = commits_of(own)
+    git = ["git", f"--git-dir={bare}"]
+    merges = subprocess.run([*git, "rev-list", "--first-parent", "--merges", "HEAD"], capture_output=True,
+                            check=True).stdout.decode().split()  # fmt: skip
+    rows = {r[C.SHA]: r for r in table.select([C.SHA, C.PARENTS, C.MAINLINE]).to_pylist()}
+    assert all(rows[m][C.MAINLINE] and len(rows[m][C.PARENTS]) == 2 for m in merges if m in rows)
+    edits = filters.run(table, CommitFiltersConfig(max_files_changed=60, max_code_before_bytes=150_000,
+                                                   require_imperative=False, permissive_only=False))  # fmt: skip
+    assert not set(merges) & set(edits.table.column(C.SHA).to_pylist())  # the edit set's rules drop merges
+    deduped = dedup.run(edits.table, CommitDedupConfig())
+    assert deduped.table.num_rows + deduped.dropped.num_rows == edits.table.num_rows
+    cands = candidates.run(table, TaskCandidatesConfig(), {(own.source, own.repo): (own.gitdir, "")})
+    assert cands.table.num_rows + cands.dropped.num_rows == table.num_rows
+    assert "patch_does_not_apply" not in cands.dropped.column(schema.REASON).to_pylist()
+    records = swebench.task_records(cands.table, TaskSetConfig())[0]
+    assert records and len({r["instance_id"] for r in records}) == len(records)
+    for rec in records:
         assert swebench.check_instance(rec) == []
+        assert not any(candidates.is_test_path(p, frozenset(TaskCandidatesConfig().test_dirs))
+                       for p in re.findall(r"^diff --git a/(\S+)", rec["patch"], re.M))  # fmt: skip
+    landed = [r for r in records if r["commit"] in set(merges)]
+    assert all(r["pr_commits"] >= 1 and "Commits:\n- " in r["problem_statement"] for r in landed)
 
 
 def test_evaluation_patches_decontaminate_a_pretraining_shard(task_table, tmp_path):
