@@ -354,3 +354,35 @@ def test_a_pull_request_merged_into_a_development_branch_is_a_change(tmp_path):
     assert tasks[pr][C.INSTANCE_ID] == "acme__dev-8" and tasks[pr][C.STATEMENT_SOURCE] == "pull_request"
     assert tasks[pr][C.PROBLEM_STATEMENT].startswith("Make X two\n\nCommits:\n- Set X to two\n")
     assert release in tasks and len(tasks) == 2  # the pull request's own commits are the edit set's
+
+
+def _stage_stats(rows_in: int, rows_out: int, counters: dict | None = None) -> dict:
+    return {"rows_in": rows_in, "rows_out": rows_out, "dropped": {"x": rows_in - rows_out}, "shards": 1,
+            "bytes_in": 0, "bytes_out": 0, "tokens_in": 0, "tokens_out": 0, "langs_out": {},
+            "counters": counters or {}}  # fmt: skip
+
+
+def test_the_report_and_the_summary_show_both_paths_and_what_a_bound_left_out(tmp_path, capsys):
+    from types import SimpleNamespace
+
+    from codecorpus import cli, schema
+    from codecorpus.reports import tasks as tasks_report
+    from codecorpus.reports.tables import RunData
+
+    stats = {
+        "commits": _stage_stats(12, 9, {"commits": 10, "metadata_records": 2, "changes_left_out/acme/app": 5}),
+        "commit_filters": _stage_stats(9, 4), "commit_dedup": _stage_stats(4, 3),
+        "task_candidates": _stage_stats(9, 2), "edit_set": _stage_stats(3, 3),
+        "task_outputs": _stage_stats(2, 2, {"tasks_train": 2, "tasks_eval": 0}),
+    }  # fmt: skip
+    data = RunData(schema.RunPaths(tmp_path), "r", {}, list(stats), stats)
+    funnel = tasks_report.tasks_funnel(data).to_pylist()
+    steps = {(r["path"], r["what"]): r["count"] for r in funnel}
+    assert steps[("source", "commits listed")] == 10 and steps[("source", "metadata records dropped")] == 2
+    assert steps[("tasks", "task candidates")] == 2 and steps[("edit set", "filtered (CommitPackFT rules)")] == 4
+    assert [r["path"] for r in funnel] == sorted([r["path"] for r in funnel], key=["source", "tasks", "edit set"].index)
+    assert tasks_report.left_out(data).to_pylist() == [{"repo": "acme/app", "changes_left_out": 5}]
+    result = SimpleNamespace(run_dir=tmp_path, seconds=1.0, stages=[
+        SimpleNamespace(name=name, stats=s, seconds=0.1) for name, s in stats.items()])  # fmt: skip
+    cli.print_summary(result)
+    assert "changes left out by a bound (since / until / max_commits_per_repo): acme/app 5" in capsys.readouterr().out
