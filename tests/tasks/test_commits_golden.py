@@ -17,8 +17,9 @@ drops give those records' new sizes (``bytes``, ``detail``); every other field i
 per-commit reader's.
 
 Written again when merges became changes (issue 38): a mainline merge is a row (its diff
-against its first parent, the commits it landed, ``mainline``, ``pr_number`` and the metadata
-columns), binary files are git binary patches (``--binary``); every other field is unchanged.
+against its first parent, ``mainline``, ``landed_at``, ``pr_number`` and the metadata columns;
+a merge's before-images are not read), binary files are git binary patches (``--binary``); every
+other field is unchanged.
 """
 
 from __future__ import annotations

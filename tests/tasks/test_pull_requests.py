@@ -386,3 +386,25 @@ def test_the_report_and_the_summary_show_both_paths_and_what_a_bound_left_out(tm
         SimpleNamespace(name=name, stats=s, seconds=0.1) for name, s in stats.items()])  # fmt: skip
     cli.print_summary(result)
     assert "changes left out by a bound (since / until / max_commits_per_repo): acme/app 5" in capsys.readouterr().out
+
+
+def test_a_pull_requests_commits_land_with_its_merge_so_the_edit_set_holds_them_out(app, tmp_path):
+    """The branch's commits were made before the cut, the merge after it: an evaluation task's
+    commits are no training examples."""
+    import datetime as dt
+
+    from codecorpus.tasks import edits
+    from codecorpus.tasks.config import EditSetConfig
+
+    _, sha, repo = app
+    table, _, _ = read(repo, CommitsConfig(first_parent=False), tmp_path)
+    rows = by_sha(table)
+    merged = rows[sha["pr1"]][C.COMMITTER_DATE]
+    assert rows[sha["pr1_code"]][C.COMMITTER_DATE] < merged
+    assert rows[sha["pr1_code"]][C.LANDED_AT] == rows[sha["pr1_tests"]][C.LANDED_AT] == merged
+    assert rows[sha["pr2"]][C.LANDED_AT] == rows[sha["pr2"]][C.COMMITTER_DATE]  # on the mainline: its own
+    cut = merged - dt.timedelta(seconds=1)
+    result = edits.run_training(table, EditSetConfig(), cut)
+    held = set(result.dropped.filter(pa.compute.equal(result.dropped.column("reason"), "eval_holdout"))
+               .column("path").to_pylist())  # fmt: skip
+    assert {sha["pr1_code"], sha["pr1_tests"], sha["pr1"]} <= held and sha["pr2"] not in held

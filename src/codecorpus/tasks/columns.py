@@ -28,6 +28,7 @@ BEFORE_SKIPPED = "before_skipped"
 LINES_ADDED = "lines_added"
 LINES_DELETED = "lines_deleted"
 MAINLINE = "mainline"
+LANDED_AT = "landed_at"
 PR_NUMBER = "pr_number"
 PR_COMMITS = "pr_commits"
 PULL = "pull"
@@ -95,6 +96,7 @@ COMMIT_SCHEMA = pa.schema(
         pa.field(LINES_DELETED, pa.int64(), nullable=False),
         pa.field(DIFF, pa.large_string(), nullable=False),
         pa.field(MAINLINE, pa.bool_(), nullable=False),
+        pa.field(LANDED_AT, pa.timestamp("s", tz="UTC"), nullable=False),
         pa.field(BEFORE, pa.list_(BEFORE_TYPE), nullable=False),
         pa.field(BEFORE_SKIPPED, pa.list_(SKIPPED_TYPE), nullable=False),
         pa.field(schema.LICENSE, pa.string(), nullable=False),
@@ -110,7 +112,9 @@ files (up to the caps); ``before_skipped`` names the changed text files left out
 
 A row is a commit as git shows it, and on the mainline (``mainline``: the first-parent chain
 from the tip) also a change as it landed: a merge's ``diff`` is against its first parent (the
-whole pull request; task_candidates lists the commits it landed, ``pr_commits``). ``pr_number`` comes
+whole pull request; task_candidates lists the commits it landed, ``pr_commits``); ``landed_at`` is
+when a commit reached the mainline (a pull request's commit: its merge's time), the edit set's
+time split. ``pr_number`` comes
 from the subject ("Merge pull request #N", "(#N)"); ``pull`` and ``issues`` from the GitHub
 metadata when the recipe gives it (null and empty without)."""
 

@@ -373,6 +373,7 @@ class _Slice:
         self.read = 0  # commits of the slice read (rows, drops, and the pending one)
         self.last: str | None = None  # the sha of the last of them
         self._mainline: frozenset[str] | None = None
+        self._landing: dict[str, int] = {}
         self.meta = github.load(cfg.github_metadata, self.repo.repo) if cfg.github_metadata else None
 
     def on_mainline(self, sha: str) -> bool:
@@ -382,8 +383,15 @@ class _Slice:
     def mainline(self) -> frozenset[str]:
         """The whole first-parent chain from the tip (read once per slice of a walk of every parent)."""
         if self._mainline is None:
-            self._mainline = frozenset(_git(self.repo.gitdir, "rev-list", "--first-parent", self.sl.tip).split())
+            self._mainline, self._landing = landing_times(self.repo.gitdir, self.sl.tip)
         return self._mainline
+
+    def landed_at(self, sha: str, committed: int) -> int:
+        """When the commit reached the mainline: its own commit time on the mainline, else the commit
+        time of the mainline merge that landed it (the time split's key for the edit set)."""
+        if self.cfg.first_parent or sha in self.mainline():
+            return committed
+        return self._landing.get(sha, committed)
 
     def drop(self, sha: str, reason: str, detail: str | None = None, nbytes: int = 0, lang: str = schema.UNKNOWN) -> None:
         self.add("drop", {
@@ -440,6 +448,29 @@ class _Slice:
         if info is None:
             info = self.paths[path] = (file_language(path), exclusions.path_exclusion(path, self.vendored, True))
         return info
+
+
+def landing_times(gitdir: str, tip: str) -> tuple[frozenset[str], dict[str, int]]:
+    """(the first-parent chain from ``tip``, and for every other commit the commit time of the
+    mainline merge that landed it). The mainline's merges are taken oldest first, each claiming
+    the commits its other parents reach that no older merge claimed: one pass over the graph
+    (``git rev-list --parents``), however many merges."""
+    chain = _git(gitdir, "log", "--first-parent", "--format=%H %ct", tip).split()
+    times = dict(zip(chain[::2], map(int, chain[1::2]), strict=True))
+    graph = {}
+    for line in _git(gitdir, "rev-list", "--parents", tip).splitlines():
+        sha, *parents = line.split()
+        graph[sha] = parents
+    landing: dict[str, int] = {}
+    for merge in reversed(chain[::2]):
+        stack = [p for p in graph.get(merge, ())[1:] if p not in times and p not in landing]
+        while stack:
+            sha = stack.pop()
+            if sha in times or sha in landing:
+                continue
+            landing[sha] = times[merge]
+            stack += [p for p in graph.get(sha, ()) if p not in times and p not in landing]
+    return frozenset(times), landing
 
 
 def _pull_fields(state: _Slice, r: _Row) -> tuple[Any, ...]:
@@ -703,6 +734,7 @@ def _build_row(state: _Slice, raw: gitlog.RawCommit, known: _License | None) -> 
         raw.author_time, raw.committer_time,  # author and committer dates: epoch seconds, Arrow's timestamp("s")
         subject.strip(), body.strip("\n"), encoding,  # subject, body, message_encoding
         files, added, deleted, diff, mainline,  # files, lines_added, lines_deleted, diff, mainline
+        state.landed_at(raw.sha, raw.committer_time),  # landed_at
     )  # fmt: skip
     merge = len(raw.parents) > 1
     number = github.pr_number(subject.strip(), merge) if mainline or merge else None
