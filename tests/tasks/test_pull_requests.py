@@ -408,3 +408,32 @@ def test_a_pull_requests_commits_land_with_its_merge_so_the_edit_set_holds_them_
     held = set(result.dropped.filter(pa.compute.equal(result.dropped.column("reason"), "eval_holdout"))
                .column("path").to_pylist())  # fmt: skip
     assert {sha["pr1_code"], sha["pr1_tests"], sha["pr1"]} <= held and sha["pr2"] not in held
+
+
+def test_a_pull_request_number_named_twice_keeps_its_ids_unique():
+    from codecorpus.tasks import task
+
+    lines = [swebench.task_line({"instance_id": iid, "commit": sha}) for iid, sha in
+             (("acme__app-1", "a" * 40), ("acme__app-2", "b" * 40), ("acme__app-2", "c" * 40))]  # fmt: skip
+    ids = [json.loads(x)["instance_id"] for x in task.unique_ids(iter(lines))]
+    assert ids == ["acme__app-1", "acme__app-2", f"acme__app-2-{'c' * 12}"]
+
+
+def test_new_metadata_changes_the_plans_hash(app, tmp_path):
+    """Without it, a rerun after fetching new metadata would skip every stage (same commits)."""
+    from codecorpus.config import load_recipe_data
+    from codecorpus.runtime.executor import Executor
+
+    r, sha, _ = app
+    meta = write_metadata(tmp_path, sha)
+
+    def commits_hash() -> str:
+        data = {"name": "m", "sources": [{"type": "git", "name": "gh", "path": str(r.path), "repo": "acme/app"}],
+                "stages": {"commits": {"github_metadata": str(meta)}, "task_candidates": {},
+                           "task_outputs": {}}}  # fmt: skip
+        return Executor(load_recipe_data(data), tmp_path / "run", quiet=True).stage_run("commits").hashes["commits"]
+
+    before = commits_hash()
+    assert commits_hash() == before
+    (meta / "acme__app" / "issues.json").write_text("[]")
+    assert commits_hash() != before

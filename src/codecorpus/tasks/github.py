@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import hashlib
 import json
 import re
 from collections.abc import Iterator
@@ -298,6 +299,18 @@ def _read_all(root: str, repo: str) -> list[tuple[str, bytes]]:
                 out.append((k.rsplit("/", 1)[-1], f.read()))
         return out
     return [(p.name, p.read_bytes()) for p in _local_files(Path(root), repo)]
+
+
+def fingerprint(root: str, repo: str) -> list[Any]:
+    """What the plan's hash holds of a repository's metadata: each file's name and sha256 (local),
+    or key and size (S3), so that new metadata redoes the stages a rerun would otherwise skip."""
+    if root.startswith("s3://"):
+        from codecorpus.ingest import s3
+
+        key = repo_key(repo)
+        return [[k, size] for k, size in s3.list_objects(root.rstrip("/"), None)
+                if k.endswith(f"/{key}.json") or (f"/{key}/" in k and k.endswith(".json"))]  # fmt: skip
+    return [[p.name, hashlib.sha256(p.read_bytes()).hexdigest()] for p in _local_files(Path(root), repo)]
 
 
 @functools.lru_cache(maxsize=4)

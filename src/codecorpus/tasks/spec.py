@@ -43,7 +43,7 @@ from codecorpus.pipeline.spec import (
 )
 from codecorpus.sft import task as sfttask
 from codecorpus.storage import mirror
-from codecorpus.tasks import candidates, dedup, edits, filters
+from codecorpus.tasks import candidates, dedup, edits, filters, github
 from codecorpus.tasks import task as ttask
 from codecorpus.tasks.commits import CommitSlice, GitError, Repository, plan_slices
 from codecorpus.tasks.config import (
@@ -141,7 +141,8 @@ class _PlanRepositories:
 
 def plan_commits(recipe: Any, plan_tasks: PlanTasks) -> tuple[list[ttask.CommitShard], str]:
     """The shards of every repository's walk (``git rev-list``, no commit read) and their hash: a new
-    commit on a branch moves its tip, which redoes the stages. A walk of every parent longer
+    commit on a branch moves its tip, and new GitHub metadata changes its files' hashes, either of
+    which redoes the stages. A walk of every parent longer
     than a slice is written to the run's plan folder, from which its slices read their commits."""
     cfg = recipe.stages.commits
     meta = cfg.github_metadata
@@ -155,7 +156,9 @@ def plan_commits(recipe: Any, plan_tasks: PlanTasks) -> tuple[list[ttask.CommitS
         raise RecipeError("stages.commits: no commit of any repository is in the walk: widen since / until, "
                           "or check each source's revision")  # fmt: skip
     shards = _grouped(parts, cfg.commits_per_slice)
-    return shards, config_hash([[_fingerprint(part) for part in shard.parts] for shard in shards])
+    metadata = sorted({p.repository.repo for p in parts}) if meta is not None else []
+    metadata_hash = [[repo, github.fingerprint(meta, repo)] for repo in metadata]
+    return shards, config_hash([[[_fingerprint(part) for part in shard.parts] for shard in shards], metadata_hash])
 
 
 SHARD_PARTS = 100
