@@ -437,3 +437,23 @@ def test_new_metadata_changes_the_plans_hash(app, tmp_path):
     assert commits_hash() == before
     (meta / "acme__app" / "issues.json").write_text("[]")
     assert commits_hash() != before
+
+
+def test_closing_keywords_in_the_pull_requests_commit_messages_link_too(app, tmp_path):
+    """SWE-bench reads the commits' messages beside the title and body: the metadata's commit list,
+    and the landed commit's own message."""
+    _, sha, repo = app
+    folder = tmp_path / "gh" / "acme__app"
+    folder.mkdir(parents=True)
+    pull3 = _pull(3, sha["pr3"], "Round halves up", "", "2024-01-05T08:00:00Z", "2024-01-07T12:00:00Z",
+                  commits=["2024-01-05T09:00:00Z"])  # fmt: skip
+    pull3["commits"][0]["commit"]["message"] = "Round halves up\n\nfixes #10"
+    pull2 = _pull(2, sha["pr2"], "Handle empty input", "", "2024-01-03T08:00:00Z", "2024-01-03T12:00:00Z")
+    issue = {"number": 10, "title": "helper rounds halves down", "body": "helper(2.5) == 2", "comments": []}
+    (folder / "all.json").write_text(json.dumps({"pulls": [pull3, pull2], "issues": [issue]}))
+    github.load.cache_clear()
+    table, dropped, _ = read(repo, CommitsConfig(github_metadata=str(tmp_path / "gh")), tmp_path)
+    assert dropped.num_rows == 0
+    tasks = by_sha(candidates.run(table, TaskCandidatesConfig(), repos_of(repo)).table)
+    assert tasks[sha["pr3"]][C.STATEMENT_SOURCE] == "issue" and tasks[sha["pr3"]][C.LINKED_ISSUES] == ["acme/app#10"]
+    assert tasks[sha["pr2"]][C.STATEMENT_SOURCE] == "pull_request"  # its squash message closes nothing

@@ -481,7 +481,9 @@ def _pull_fields(state: _Slice, r: _Row) -> tuple[Any, ...]:
     if pull is None:
         return r.pr_number, None, []
     issues = []
-    for repo, number in github.linked_issues(f"{pull.title}\n{pull.body}", state.repo.repo):
+    message = f"{r.row[_SUBJECT_AT]}\n{r.row[_SUBJECT_AT + 1]}"  # the landed commit's own (a squash: its commits')
+    text = f"{pull.title}\n{pull.body}\n{pull.commit_messages}\n{message}"
+    for repo, number in github.linked_issues(text, state.repo.repo):
         issue = state.meta.issues.get(number) if repo.lower() == state.repo.repo.lower() else None
         if issue is not None:
             comments = [(c.created_at, c.body) for c in issue.comments]
@@ -491,6 +493,8 @@ def _pull_fields(state: _Slice, r: _Row) -> tuple[Any, ...]:
 
 
 _SHA_AT = C.COMMIT_SCHEMA.names.index(C.SHA)
+_SUBJECT_AT = C.COMMIT_SCHEMA.names.index(C.SUBJECT)
+assert C.COMMIT_SCHEMA.names[_SUBJECT_AT + 1] == C.BODY
 _MAINLINE_AT = C.COMMIT_SCHEMA.names.index(C.MAINLINE)
 
 

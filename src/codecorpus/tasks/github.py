@@ -25,7 +25,9 @@ repository is a ``metadata_missing_commit`` drop (the commits source counts both
 
 Linking follows GitHub's closing keywords (close, closes, closed, fix, fixes, fixed,
 resolve, resolves, resolved, each optionally followed by a colon) before ``#N``,
-``owner/repo#N`` or an issue URL, in the pull request's title and body.
+``owner/repo#N`` or an issue URL, in the pull request's title and body and, as SWE-bench
+reads them, its commits' messages: those the metadata lists, and the landed commit's own
+(a squash commit's message holds its commits').
 """
 
 from __future__ import annotations
@@ -117,6 +119,8 @@ class Pull:
     merged_at: dt.datetime | None
     first_commit_at: dt.datetime | None
     """The earliest author date of the pull request's commits, when the metadata lists them."""
+    commit_messages: str = ""
+    """The messages of those commits (closing keywords there link issues too, as SWE-bench reads them)."""
 
 
 @dataclass
@@ -145,19 +149,21 @@ def _number(record: dict[str, Any]) -> int:
     return n
 
 
-def _first_commit(commits: Any) -> dt.datetime | None:
+def _commits(commits: Any) -> tuple[dt.datetime | None, str]:
+    """(the earliest author date, the messages) of a pull request's listed commits."""
     if commits is None:
-        return None
+        return None, ""
     if not isinstance(commits, list):
         raise ValueError("commits is not a list")
-    times = []
+    times, messages = [], []
     for c in commits:
         inner = c.get("commit") if isinstance(c, dict) else None
         when = (inner.get("author") or {}).get("date") if isinstance(inner, dict) else None
         if when is None:
             raise ValueError("a commit without commit.author.date")
         times.append(parse_time(when))
-    return min(times) if times else None
+        messages.append(_text(inner, "message"))
+    return (min(times) if times else None), "\n".join(messages)
 
 
 def _pull(record: dict[str, Any]) -> Pull:
@@ -167,8 +173,9 @@ def _pull(record: dict[str, Any]) -> Pull:
     created = parse_time(record.get("created_at"))
     if created is None:
         raise ValueError("no created_at")
+    first, messages = _commits(record.get("commits"))
     return Pull(_number(record), _text(record, "title"), _text(record, "body"), sha, created,
-                parse_time(record.get("merged_at")), _first_commit(record.get("commits")))  # fmt: skip
+                parse_time(record.get("merged_at")), first, messages)  # fmt: skip
 
 
 def _comment(record: dict[str, Any]) -> Comment:
