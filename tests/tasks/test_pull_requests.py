@@ -207,6 +207,11 @@ def test_a_bound_counts_the_changes_it_leaves_out(app, tmp_path):
     assert counters["changes_left_out/acme/app"] == 5 and all(table.column(C.MAINLINE).to_pylist())
     _, _, counters = read(repo, CommitsConfig(), tmp_path)
     assert not [k for k in counters if k.startswith("changes_left_out/")]
+    # a bound that names repositories bounds those alone (the shipped recipe's, for its own history)
+    table, _, counters = read(repo, CommitsConfig(max_commits_per_repo={"acme/app": 3}), tmp_path)
+    assert table.num_rows == 3 and counters["changes_left_out/acme/app"] == 5
+    table, _, counters = read(repo, CommitsConfig(max_commits_per_repo={"codecorpus/codecorpus": 3}), tmp_path)
+    assert table.num_rows == 8 and not [k for k in counters if k.startswith("changes_left_out/")]
 
 
 # --- GitHub metadata ----------------------------------------------------------------------

@@ -273,6 +273,8 @@ def test_shipped_recipe_loads_and_names_a_repository():
     src = Path(r.sources[0].path)
     assert src == SHIPPED.parents[1] and (src / ".git").exists()
     assert r.stages.task_outputs.eval_after is not None and r.outputs[0].kind == "sft"
+    # the demo's bound names its own history: a source pointed elsewhere is read whole
+    assert r.stages.commits.max_commits_per_repo == {r.sources[0].repo: 300}
 
 
 def test_a_changed_task_setting_redoes_the_sink_only(repos, finished, tmp_path):

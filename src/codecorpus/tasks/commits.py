@@ -168,13 +168,29 @@ def _epoch(when: dt.datetime) -> int:
     return int((when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)).timestamp())
 
 
-def _bounded(cfg: CommitsConfig) -> bool:
-    return cfg.since is not None or cfg.until is not None or cfg.max_commits_per_repo is not None
+def repo_cap(cfg: CommitsConfig, repo: str) -> int | None:
+    """The newest changes kept of ``repo``: ``max_commits_per_repo``, or its entry for the
+    repository when it names repositories (a recipe's bound for one history, not for others).
+
+    >>> repo_cap(CommitsConfig(max_commits_per_repo={"a/b": 3}), "a/b"), repo_cap(CommitsConfig(), "a/b")
+    (3, None)
+    """
+    cap = cfg.max_commits_per_repo
+    return cap.get(repo) if isinstance(cap, dict) else cap
+
+
+def _bounded(cfg: CommitsConfig, repo: str) -> bool:
+    return cfg.since is not None or cfg.until is not None or repo_cap(cfg, repo) is not None
+
+
+def _cap_args(cfg: CommitsConfig, repo: str) -> list[str]:
+    cap = repo_cap(cfg, repo)
+    return [f"--max-count={cap}"] if cap is not None else []
 
 
 def _mainline_bounds(repo: Repository, cfg: CommitsConfig, tip: str) -> tuple[list[str], int]:
     """(the bounded mainline's first and last change, how many changes the bounds left out)."""
-    bound = [f"--max-count={cfg.max_commits_per_repo}"] if cfg.max_commits_per_repo is not None else []
+    bound = _cap_args(cfg, repo.repo)
     kept = _git(repo.gitdir, "rev-list", "--first-parent", *_time_args(cfg), *bound, tip).split()
     total = int(_git(repo.gitdir, "rev-list", "--first-parent", "--count", tip).strip())
     return ([kept[0], kept[-1]] if kept else []), total - len(kept)
@@ -208,12 +224,11 @@ def plan_slices(
         if len(tip) != len(gitlog.ZERO_OID):
             raise GitError(f"{repo.repo}: {repo.gitdir} names its objects by {len(tip) * 4}-bit ids (sha256); "
                            "only sha1 repositories are read")  # fmt: skip
-        ends, left_out = _mainline_bounds(repo, cfg, tip) if _bounded(cfg) else ([], 0)
+        ends, left_out = _mainline_bounds(repo, cfg, tip) if _bounded(cfg, repo.repo) else ([], 0)
         width = schema.walk_line_bytes(tip)
         if cfg.first_parent:
-            bound = [f"--max-count={cfg.max_commits_per_repo}"] if cfg.max_commits_per_repo is not None else []
-            revisions, stop = [*walk_args(cfg), *bound, tip], None
-        elif _bounded(cfg):
+            revisions, stop = [*walk_args(cfg), *_cap_args(cfg, repo.repo), tip], None
+        elif _bounded(cfg, repo.repo):
             if not ends:
                 continue
             start, stop = _all_parents_range(repo, ends)

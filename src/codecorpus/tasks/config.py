@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, PositiveInt, model_validator
 
 from codecorpus.model import Model
 
@@ -35,9 +35,10 @@ class CommitsConfig(Model):
     until: dt.datetime | None = Field(
         None, description="only commits committed at or before this time (git's --until; no timezone: UTC)"
     )
-    max_commits_per_repo: int | None = Field(
-        None, gt=0, description="newest mainline changes kept per repository (with first_parent: false, the commits "
-        "they landed too); null: the whole history. What a bound leaves out is counted per repository"
+    max_commits_per_repo: PositiveInt | dict[str, PositiveInt] | None = Field(
+        None, description="newest mainline changes kept per repository (with first_parent: false, the commits "
+        "they landed too), or {owner/name: N} to bound only the repositories named; null: the whole history. "
+        "What a bound leaves out is counted per repository"
     )
     github_metadata: str | None = Field(
         None, description="folder (local or s3://) of GitHub REST JSON per repository (owner__name.json or "
