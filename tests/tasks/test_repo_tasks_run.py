@@ -183,6 +183,10 @@ def test_report_has_the_tasks_funnel_and_distributions(finished):
     assert sum(langs.values()) == funnel["task candidates"]
     assert {r["metric"] for r in dist} == {"patch_lines", "patch_files", "description_chars", "lang"}
     assert "Tasks from repository history" in (finished / "report" / "index.html").read_text()
+    sources = read_parquet(finished / "report" / "tasks_statement_sources.parquet").to_pylist()
+    assert sum(r["tasks"] for r in sources) == funnel["task candidates"]
+    assert {r["statement_source"] for r in sources} == {"commits"}  # no PR numbers, no metadata in this history
+    assert read_parquet(finished / "report" / "tasks_left_out.parquet").num_rows == 0  # the whole history was read
 
 
 def test_report_page_draws_every_chart_in_chromium(finished, tmp_path):

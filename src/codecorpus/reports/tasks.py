@@ -3,6 +3,7 @@
     tasks_funnel          commits listed -> rows read, then each product's path: task candidates ->
                           eval / train tasks; filtered -> deduplicated -> edit examples (``_stats.json``)
     tasks_left_out        per repository, the mainline changes a bound of the walk left out
+    tasks_statement_sources  per split, tasks by statement source (issue, pull_request, commits)
     tasks_distributions   per split: tasks by diff size (changed code lines), files changed and
                           description length (log2 bins), and by language (from ``RUN/tasks/*.jsonl``)
 
@@ -29,6 +30,7 @@ FUNNEL_SCHEMA = pa.schema([
     ("step", pa.int32()), ("path", pa.string()), ("what", pa.string()), ("stage", pa.string()), ("count", pa.int64()),
 ])  # fmt: skip
 LEFT_OUT_SCHEMA = pa.schema([("repo", pa.string()), ("changes_left_out", pa.int64())])
+SOURCES_SCHEMA = pa.schema([("split", pa.string()), ("statement_source", pa.string()), ("tasks", pa.int64())])
 LEFT_OUT = "changes_left_out/"  # the commits source's counter prefix (tasks/commits.py LEFT_OUT)
 DIST_SCHEMA = pa.schema([
     ("metric", pa.string()), ("split", pa.string()), ("bin_lo", pa.int64()), ("bin_hi", pa.int64()),
@@ -110,12 +112,21 @@ def tasks_distributions(data: RunData) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=DIST_SCHEMA)
 
 
+def statement_sources(data: RunData) -> pa.Table:
+    """Per split, the tasks whose problem statement is an issue's, a pull request's or commit messages."""
+    rows = []
+    for split in schema.TASK_FILES:
+        counts = Counter(r.get("statement_source", "commits") for r in _task_records(data, split))
+        rows += [{"split": split, "statement_source": k, "tasks": v} for k, v in sorted(counts.items())]
+    return pa.Table.from_pylist(rows, schema=SOURCES_SCHEMA)
+
+
 def build_tables(data: RunData) -> dict[str, pa.Table]:
     """The tasks tables, for a run that mined commits (none otherwise)."""
     if "commits" not in data.stats:
         return {}
     return {"tasks_funnel": tasks_funnel(data), "tasks_distributions": tasks_distributions(data),
-            "tasks_left_out": left_out(data)}  # fmt: skip
+            "tasks_left_out": left_out(data), "tasks_statement_sources": statement_sources(data)}  # fmt: skip
 
 
 def section(page: Page, tables: dict[str, pa.Table]) -> None:
@@ -137,6 +148,10 @@ def section(page: Page, tables: dict[str, pa.Table]) -> None:
     parts += [note("Changes left out by a bound (since, until, max_commits_per_repo), per repository: "
                    + ("none, the whole history was read." if not cut else f"{sum(r['changes_left_out'] for r in cut):,}.")),
               *([table_html(cut, ["repo", "changes_left_out"], csv_name="tasks_left_out")] if cut else [])]  # fmt: skip
+    parts += [note("Tasks by the source of their problem statement: an issue the pull request closes (GitHub "
+                   "metadata), the pull request's title and body, or commit messages."),
+              table_html(rows_of(tables["tasks_statement_sources"]), ["split", "statement_source", "tasks"],
+                         csv_name="tasks_statement_sources")]  # fmt: skip
     drops: dict[tuple[str, str], int] = {}
     for r in rows_of(tables["drops"]):
         drops[r["stage"], r["reason"]] = drops.get((r["stage"], r["reason"]), 0) + r["docs"]
