@@ -465,11 +465,13 @@ class _Slice:
         return info
 
 
+@functools.lru_cache(maxsize=2)
 def landing_times(gitdir: str, tip: str) -> tuple[frozenset[str], dict[str, int]]:
     """(the first-parent chain from ``tip``, and for every other commit the commit time of the
     mainline merge that landed it). The mainline's merges are taken oldest first, each claiming
     the commits its other parents reach that no older merge claimed: one pass over the graph
-    (``git rev-list --parents``), however many merges."""
+    (``git rev-list --parents``), however many merges. Cached per process: a worker reads many
+    slices of one history, each of which asks."""
     chain = _git(gitdir, "log", "--first-parent", "--format=%H %ct", tip).split()
     times = dict(zip(chain[::2], map(int, chain[1::2]), strict=True))
     graph = {}
