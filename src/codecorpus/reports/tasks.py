@@ -70,7 +70,8 @@ def _metadata(commits: dict[str, Any]) -> int:
 
 
 def tasks_funnel(data: RunData) -> pa.Table:
-    """Commits through the stages to tasks and to edit examples, each product's path apart (steps of stages that ran)."""
+    """Commits through the stages to tasks and to edit examples, each product's path apart
+    (the steps of the stages that ran)."""
     rows = [{"step": i, "path": path, "what": what, "stage": stage, "count": n}
             for i, (path, what, stage, n) in enumerate(_funnel_steps(data)) if n is not None]  # fmt: skip
     return pa.Table.from_pylist(rows, schema=FUNNEL_SCHEMA)

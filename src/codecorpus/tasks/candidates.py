@@ -17,8 +17,9 @@ title and body (``pull_request``: from the metadata, or from the merge or squash
 the subjects of the commits it landed); else the commit message (``commits``).
 
 These rules are the tasks' own (the edit set's CommitPackFT rules never see them). Drop
-reasons, in order: ``not_a_change``, ``root_commit`` (no base to apply at), ``no_test_change``, ``tests_only`` (no other file
-changes), ``docs_only`` / ``no_code_change`` (the other files are documentation / not code),
+reasons, in order: ``not_a_change``, ``root_commit`` (no base to apply at), ``no_test_change``,
+``tests_only`` (no other file changes), ``docs_only`` / ``no_code_change`` (the other files are
+documentation / not code),
 ``generated_files``, ``binary_patch`` (``binary: drop``), ``patch_too_small`` /
 ``patch_too_large`` (changed code lines), ``too_many_files``, ``too_many_hunks``,
 ``statement_too_short`` / ``statement_too_long``, ``no_linked_issue`` (``require_linked_issue``),
@@ -47,6 +48,8 @@ from codecorpus.tasks.config import TaskCandidatesConfig
 
 STAGE = "task_candidates"
 GENERATED = frozenset({"generated", "minified", "protobuf_generated"})
+Repos = dict[tuple[str, str], tuple[str, str]]
+"""(source, repository) -> (git directory, the URL it is a clone of, or ''): where the candidates read git."""
 TEST_FILE_NAMES = re.compile(
     r"^(?:"
     r"test_.+\.py|.+_tests?\.py|conftest\.py|tests?\.py"  # pytest / unittest
@@ -125,7 +128,7 @@ def statement(row: dict[str, Any]) -> tuple[str, str, str, list[str]]:
     ...        [{"subject": "Add x"}, {"subject": "Test x"}], "subject": "Merge pull request #7 from ann/x",
     ...        "body": "Support x in y", "repo": "acme/app"}
     >>> statement(row)[0], statement(row)[2]
-    ('Support x in y\n\nCommits:\n- Add x\n- Test x\n', 'pull_request')
+    ('Support x in y\\n\\nCommits:\\n- Add x\\n- Test x\\n', 'pull_request')
     """
     if row[C.ISSUES]:
         issues = row[C.ISSUES]
@@ -186,7 +189,7 @@ def _text(title: str, body: str, subjects: list[str]) -> str:
 # --- the apply check -------------------------------------------------------------------------
 
 
-def _gitdir(repos: dict[tuple[str, str], tuple[str, str]], source: str, repo: str) -> str | None:
+def _gitdir(repos: Repos, source: str, repo: str) -> str | None:
     gitdir, url = repos.get((source, repo), ("", ""))
     if gitdir and url and not os.path.isdir(gitdir):
         clone_here(url, gitdir)
@@ -250,8 +253,9 @@ def _statement_reason(text: str, source: str, cfg: TaskCandidatesConfig) -> Drop
     return next(((name, score, limit, None) for name, failed, score, limit in checks if failed), None)
 
 
-def _candidate(row: dict[str, Any], cfg: TaskCandidatesConfig, test_dirs: frozenset[str],
-               repos: dict[tuple[str, str], tuple[str, str]] | None) -> dict[str, Any] | Drop:  # fmt: skip
+def _candidate(
+    row: dict[str, Any], cfg: TaskCandidatesConfig, test_dirs: frozenset[str], repos: Repos | None
+) -> dict[str, Any] | Drop:
     """One change's task columns, or the reason it is no task."""
     if not is_change(row):
         return "not_a_change", None, None, "a pull request's own commit (the edit set's)"
@@ -281,7 +285,7 @@ def _candidate(row: dict[str, Any], cfg: TaskCandidatesConfig, test_dirs: frozen
     return split
 
 
-def run(table: pa.Table, cfg: TaskCandidatesConfig, repos: dict[tuple[str, str], tuple[str, str]] | None = None) -> MapResult:
+def run(table: pa.Table, cfg: TaskCandidatesConfig, repos: Repos | None = None) -> MapResult:
     """Keep the mainline changes that change tests and code and apply at their base, with their
     split diff, sizes and problem statement. ``repos``: (source, repository) -> (git dir, the URL
     it is a clone of), for the apply check (skipped without it)."""

@@ -396,7 +396,7 @@ class _Slice:
         return self.cfg.first_parent or sha in self.mainline()
 
     def mainline(self) -> frozenset[str]:
-        """The whole first-parent chain from the tip (read once per slice of a walk of every parent)."""
+        """The whole first-parent chain from the tip (a walk of every parent asks; read once per process)."""
         if self._mainline is None:
             self._mainline, self._landing = landing_times(self.repo.gitdir, self.sl.tip)
         return self._mainline

@@ -9,7 +9,8 @@ parent (or what is left of a slice after a failure) is given on stdin::
 
 and reads its output in 1 MiB chunks. A merge is shown as its diff against its first parent
 (``--diff-merges=first-parent``: the change the merge landed on the mainline), binary files
-as git's binary patches with full indexes (``--binary``), so that a task's patch applies. Each commit's output starts with
+as git's binary patches with full indexes (``--binary``), so that a task's patch applies.
+Each commit's output starts with
 :data:`MARKER`; the bytes up to the next marker are one record: the header
 (sha, parents, author, dates, encoding, message: NUL-separated, ``%B`` cannot
 hold a NUL), then ``--raw -z`` entries (modes, blob ids, status, paths), then

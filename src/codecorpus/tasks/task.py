@@ -147,8 +147,8 @@ def _sort_key(line: str) -> tuple[str, str]:
 
 
 def unique_ids(lines: Iterator[str]) -> Iterator[str]:
-    """Sorted task lines with each instance id once: a later change that names a pull request an
-    earlier one named too (a cherry-pick, a second "(#N)") gets its sha's 12 hex appended."""
+    """Sorted task lines with each instance id once: when several changes name one pull request (a
+    cherry-pick, a second "(#N)"), each after the first in sha order gets its sha's 12 hex appended."""
     last = None
     for line in lines:
         record = json.loads(line)
