@@ -462,3 +462,25 @@ def test_closing_keywords_in_the_pull_requests_commit_messages_link_too(app, tmp
     tasks = by_sha(candidates.run(table, TaskCandidatesConfig(), repos_of(repo)).table)
     assert tasks[sha["pr3"]][C.STATEMENT_SOURCE] == "issue" and tasks[sha["pr3"]][C.LINKED_ISSUES] == ["acme/app#10"]
     assert tasks[sha["pr2"]][C.STATEMENT_SOURCE] == "pull_request"  # its squash message closes nothing
+
+
+def test_exact_duplicate_tasks_keep_the_one_merged_first(app, tmp_path):
+    """A fork that shares the repository's history gives the same tasks: one of each is kept, by merge
+    time, then repository name (the shared commits have the same times)."""
+    from codecorpus.tasks import unique
+
+    r, _, repo = app
+    fork_path = tmp_path / "fork"
+    subprocess.run(["git", "clone", "-q", "--bare", str(r.path), str(fork_path)], check=True)
+    fork = Repository("gh", "zed/app", str(fork_path))
+    shards = []
+    for rep in (fork, repo):  # the fork's shard first: the keeper does not depend on shard order
+        table, _, _ = read(rep, CommitsConfig(), tmp_path / rep.repo.replace("/", "_"))
+        shards.append(candidates.run(table, TaskCandidatesConfig(), repos_of(rep)).table)
+    keys = pa.concat_tables([unique.task_keys(t, i)[0] for i, t in enumerate(shards)])
+    decided = unique.decide(keys, 2)
+    kept_fork, dropped_fork = unique.split_duplicates(shards[0], decided[0])
+    kept_app, dropped_app = unique.split_duplicates(shards[1], decided[1])
+    assert kept_fork.num_rows == 0 and dropped_fork.num_rows == shards[0].num_rows == kept_app.num_rows == 6
+    assert dropped_app.num_rows == 0 and set(dropped_fork.column("reason").to_pylist()) == {"duplicate_task"}
+    assert sorted(dropped_fork.column("dup_of").to_pylist()) == sorted(kept_app.column(C.INSTANCE_ID).to_pylist())

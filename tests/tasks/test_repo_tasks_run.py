@@ -130,13 +130,17 @@ def test_task_outputs_are_swebench_instances_split_by_time(finished, repos):
     ids = {r["instance_id"] for r in train} | {r["instance_id"] for r in held}
     assert f"acme__proj-{shas['divide_fix'][:12]}" in {r["instance_id"] for r in train}
     assert f"acme__proj-{shas['sqrt_fix'][:12]}" in {r["instance_id"] for r in held}
-    # tasks are not deduplicated (commit_dedup serves the edit set): the fork's own history gives its own
-    assert any(i.startswith("forks__fork-") for i in ids)
+    # the fork's copies of the project's changes and its later cherry-pick are the same tasks: the
+    # originals are kept (task_outputs' own exact dedup; commit_dedup serves the edit set)
+    assert not any(i.startswith("forks__fork-") for i in ids)
+    outputs = stats(finished, "task_outputs")
+    assert outputs["dropped"]["duplicate_task"] >= 2
     assert {r["statement_source"] for r in train + held} == {"commits"}  # no PR numbers, no metadata
     assert [r["instance_id"] for r in train] == sorted(r["instance_id"] for r in train)
     fix = next(r for r in train if r["commit"] == shas["divide_fix"])
     assert "tests/test_calc.py" in fix["test_patch"] and "src/calc.py" in fix["patch"]
-    assert stats(finished, "task_outputs")["rows_out"] == len(train) + len(held) == stats(finished, "task_candidates")["rows_out"]
+    assert outputs["rows_out"] == len(train) + len(held) == outputs["rows_in"] - outputs["dropped"]["duplicate_task"]
+    assert outputs["rows_in"] == stats(finished, "task_candidates")["rows_out"]
 
 
 def test_edit_set_holds_no_evaluation_commit_and_megatron_reads_it(finished):
@@ -180,11 +184,11 @@ def test_report_has_the_tasks_funnel_and_distributions(finished):
     assert funnel["training tasks"] == len(records(finished, swebench.TRAIN_FILE))
     dist = read_parquet(finished / "report" / "tasks_distributions.parquet").to_pylist()
     langs = {(r["split"], r["lang"]): r["tasks"] for r in dist if r["metric"] == "lang"}
-    assert sum(langs.values()) == funnel["task candidates"]
+    assert sum(langs.values()) == funnel["unique tasks (duplicates across repositories dropped)"]
     assert {r["metric"] for r in dist} == {"patch_lines", "patch_files", "description_chars", "lang"}
     assert "Tasks from repository history" in (finished / "report" / "index.html").read_text()
     sources = read_parquet(finished / "report" / "tasks_statement_sources.parquet").to_pylist()
-    assert sum(r["tasks"] for r in sources) == funnel["task candidates"]
+    assert sum(r["tasks"] for r in sources) == stats(finished, "task_outputs")["rows_out"]
     assert {r["statement_source"] for r in sources} == {"commits"}  # no PR numbers, no metadata in this history
     assert read_parquet(finished / "report" / "tasks_left_out.parquet").num_rows == 0  # the whole history was read
 

@@ -56,6 +56,7 @@ def _funnel_steps(data: RunData) -> list[tuple[str, str, str, int | None]]:
         ("source", "metadata records dropped", "commits", _metadata(commits) or None),
         ("source", "rows read (changes and commits)", "commits", out("commits")),
         ("tasks", "task candidates", "task_candidates", out("task_candidates")),
+        ("tasks", "unique tasks (duplicates across repositories dropped)", "task_outputs", out("task_outputs")),
         ("tasks", "evaluation tasks", "task_outputs", counters.get("tasks_eval") if tasks_out else None),
         ("tasks", "training tasks", "task_outputs", counters.get("tasks_train") if tasks_out else None),
         ("edit set", "filtered (CommitPackFT rules)", "commit_filters", out("commit_filters")),

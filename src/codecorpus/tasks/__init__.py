@@ -10,7 +10,8 @@ model from :mod:`codecorpus.tasks.config`)::
     task_candidates  candidates.run                 (reads commits: changes with tests + code -> patch /
                                                      test_patch, the statement, git apply --check)
     edit_set         edits.run_training             (trace rows for sft_render; evaluation commits held out)
-    task_outputs     swebench.task_records          (tasks.jsonl, tasks-eval.jsonl; the edit set packed)
+    task_outputs     unique -> swebench.task_records (exact duplicate tasks dropped; tasks.jsonl,
+                                                     tasks-eval.jsonl; the edit set packed)
 
 The specs are in :mod:`codecorpus.tasks.spec`, the task bodies in :mod:`codecorpus.tasks.task`.
 

@@ -43,7 +43,7 @@ from codecorpus.pipeline.spec import (
 )
 from codecorpus.sft import task as sfttask
 from codecorpus.storage import mirror
-from codecorpus.tasks import candidates, dedup, edits, filters, github
+from codecorpus.tasks import candidates, dedup, edits, filters, github, unique
 from codecorpus.tasks import task as ttask
 from codecorpus.tasks.commits import CommitSlice, GitError, Repository, plan_slices
 from codecorpus.tasks.config import (
@@ -279,11 +279,22 @@ def dedup_phases(run: StageRun) -> list[dict[str, Any]]:
 
 
 def output_phases(run: StageRun) -> list[dict[str, Any]]:
-    """records (per candidates shard) -> write (merge, one line per shard in memory); the edit
-    set packed (per rendered shard, the SFT pack body) with its manifest; then the run manifest:
-    the edit set and the task files, each with its sha256. The stage's rows are the tasks."""
+    """keys (per candidates shard) -> decide (one task: exact duplicates across repositories,
+    ``tasks/unique.py``) -> records (per shard, its duplicates dropped) -> write (merge, one line
+    per shard in memory); the edit set packed (per rendered shard, the SFT pack body) with its
+    manifest; then the run manifest: the edit set and the task files, each with its sha256.
+    The stage's rows are the tasks."""
     cfg, ctx, upstream = run.cfg, run.task, run.upstream
     n = run.shard_count(upstream)
+    run.run_phase("task_outputs: keys", [
+        Job(f"keys-{schema.shard_name(i)}", tasks.scatter_task, (ctx, "keys", i, upstream, unique.task_keys),
+            (str(run.run.part(upstream, i)),))
+        for i in range(n)
+    ])  # fmt: skip
+    decide = functools.partial(unique.decide, n_shards=n)
+    run.run_phase("task_outputs: decide", [
+        Job("decide-p00000", tasks.reduce_task, (ctx, "decide", "keys", 0, n, decide))
+    ])  # fmt: skip
     results = run.run_tasks("task_outputs: records", [
         Job(schema.shard_name(i), ttask.records_task, (ctx, i, upstream, cfg), (str(run.run.part(upstream, i)),))
         for i in range(n)
