@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from codecorpus.tasks import candidates, gitlog
+from codecorpus.tasks import candidates, gitlog, unique
 from codecorpus.tasks import columns as C
 from codecorpus.tasks.commits import Repository, plan_slices, read_slice_table
 from codecorpus.tasks.config import CommitsConfig, TaskCandidatesConfig
@@ -122,7 +122,7 @@ def mine(repo: Repository, cfg: CommitsConfig, cand: TaskCandidatesConfig) -> di
 def recall(gitdir: str, ids: dict[int, str], mined: dict) -> list[tuple[int, str, str | None, float, str]]:
     """(PR, sets, its commit or None, best Jaccard, why not recovered) per pull request."""
     landed = landed_commits(gitdir, set(ids))
-    tasks = mined["tasks"].table.to_pylist()
+    tasks = mined["tasks"].table.to_pylist()  # the candidates: a duplicate dropped later carries the same lines
     task_lines = [(t[C.SHA], changed_lines(t[C.PATCH] + t[C.TEST_PATCH])) for t in tasks]
     reasons = {}
     for table in (mined["dropped"], mined["tasks"].dropped):
@@ -166,7 +166,10 @@ def main() -> None:
     n, tasks = mined["commits"], mined["tasks"].table
     changes = sum(1 for r in mined["table"].select([C.MAINLINE, C.PARENTS, C.PR_NUMBER]).to_pylist()
                   if candidates.is_change(r))  # fmt: skip
-    print(f"{args.repo}: {n:,} commits walked, {changes:,} changes as they landed, {tasks.num_rows:,} tasks")
+    kept, duplicates = unique.split_duplicates(tasks, unique.decide(unique.task_keys(tasks, 0)[0], 1)[0])
+    print(f"{args.repo}: {n:,} commits walked, {changes:,} changes as they landed, {tasks.num_rows:,} task "
+          f"candidates, {kept.num_rows:,} tasks after task_outputs' exact dedup ({duplicates.num_rows} duplicates)")
+    tasks = kept
     rows = recall(args.gitdir, read_ids(args.ids), mined)
     present = [r for r in rows if r[2] is not None]
     hit = [r for r in present if r[3] >= RECOVERED]
