@@ -484,3 +484,29 @@ def test_exact_duplicate_tasks_keep_the_one_merged_first(app, tmp_path):
     assert kept_fork.num_rows == 0 and dropped_fork.num_rows == shards[0].num_rows == kept_app.num_rows == 6
     assert dropped_app.num_rows == 0 and set(dropped_fork.column("reason").to_pylist()) == {"duplicate_task"}
     assert sorted(dropped_fork.column("dup_of").to_pylist()) == sorted(kept_app.column(C.INSTANCE_ID).to_pylist())
+
+
+def test_metadata_read_from_s3(app, tmp_path, s3_server, monkeypatch):
+    """The same metadata folder on S3 (boto3's usual credentials: here the environment's) reads the same."""
+    from codecorpus.ingest import s3
+    from conftest import make_bucket
+
+    _, sha, repo = app
+    local = write_metadata(tmp_path, sha)
+    client = make_bucket(s3_server, "meta")
+    for f in sorted((local / "acme__app").iterdir()):
+        client.put_object(Bucket="meta", Key=f"gh/acme__app/{f.name}", Body=f.read_bytes())
+    for key, value in (("AWS_ENDPOINT_URL", s3_server["endpoint_url"]), ("AWS_ACCESS_KEY_ID", s3_server["access_key_id"]),
+                       ("AWS_SECRET_ACCESS_KEY", s3_server["secret_access_key"]), ("AWS_DEFAULT_REGION", "us-east-1")):
+        monkeypatch.setenv(key, value)
+    s3.client.cache_clear()
+    github.load.cache_clear()
+    try:
+        from_s3 = read(repo, CommitsConfig(github_metadata="s3://meta/gh"), tmp_path / "s3")
+        github.load.cache_clear()
+        from_disk = read(repo, CommitsConfig(github_metadata=str(local)), tmp_path / "disk")
+    finally:
+        s3.client.cache_clear()
+        github.load.cache_clear()
+    assert from_s3[0].equals(from_disk[0]) and from_s3[1].num_rows == from_disk[1].num_rows == 3
+    assert github.fingerprint("s3://meta/gh", "acme/app")  # the plan's hash sees the files
