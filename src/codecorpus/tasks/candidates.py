@@ -24,7 +24,8 @@ documentation / not code),
 ``patch_too_large`` (changed code lines), ``too_many_files``, ``too_many_hunks``,
 ``statement_too_short`` / ``statement_too_long``, ``no_linked_issue`` (``require_linked_issue``),
 and ``patch_does_not_apply``: ``git apply --check`` of the whole diff at its base commit, in a
-scratch index of the files it touches, failed.
+scratch index of the files it touches (one per repository of a shard, each change under its own
+directory), failed.
 """
 
 from __future__ import annotations
@@ -196,23 +197,37 @@ def _gitdir(repos: Repos, source: str, repo: str) -> str | None:
     return gitdir or None
 
 
-def apply_check(gitdir: str, files: list[dict[str, Any]], diff: str) -> str | None:
-    """None when ``diff`` applies at its base (the before-state its files record), else git's message.
+def apply_checks(gitdir: str, changes: list[tuple[list[dict[str, Any]], str]]) -> list[str | None]:
+    """For each (files, diff) of one repository: None when the diff applies at its base (the
+    before-state its files record), else git's message.
 
-    The base is a scratch index holding only the files the diff touches, at their old blob ids
-    (``git update-index --index-info``), and ``git apply --cached --check`` applies the diff to it:
-    the check git itself makes, without checking out a tree."""
-    entries = "".join(f"{f['old_mode']} {f['old_oid']}\t{f['old_path']}\0" for f in files
-                      if f["old_oid"] != gitlog.ZERO_OID and f["status"] != "add")  # fmt: skip
+    The bases are one scratch index holding only the files the diffs touch, at their old blob
+    ids, change ``k``'s under ``k/`` (one ``git update-index --index-info``), and each diff is
+    applied there by ``git apply --cached --check --directory=k``: the check git itself makes,
+    without checking out a tree, one git process a change."""
+    entries = "".join(f"{f['old_mode']} {f['old_oid']}\t{k}/{f['old_path']}\0" for k, (files, _) in enumerate(changes)
+                      for f in files if f["old_oid"] != gitlog.ZERO_OID and f["status"] != "add")  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="cc-apply-") as tmp:
         env = {**GIT_ENV, "GIT_INDEX_FILE": os.path.join(tmp, "index")}
-        for args, data in ((["update-index", "-z", "--index-info"], entries.encode()),
-                           (["apply", "--cached", "--check", "-"], diff.encode())):  # fmt: skip
-            proc = subprocess.run(["git", f"--git-dir={gitdir}", *args], input=data, env=env, capture_output=True,
+
+        def git(args: list[str], data: bytes) -> subprocess.CompletedProcess:
+            return subprocess.run(["git", f"--git-dir={gitdir}", *args], input=data, env=env, capture_output=True,
                                   check=False)  # fmt: skip
-            if proc.returncode != 0:
-                return proc.stderr.decode("utf-8", "replace").strip()[:300] or f"git {args[0]} failed"
-    return None
+
+        made = git(["update-index", "-z", "--index-info"], entries.encode())
+        if made.returncode != 0:
+            return [_message(made, "update-index", "")] * len(changes)
+        out = []
+        for k, (_, diff) in enumerate(changes):
+            proc = git(["apply", "--cached", "--check", f"--directory={k}", "-"], diff.encode())
+            out.append(None if proc.returncode == 0 else _message(proc, "apply", f"{k}/"))
+        return out
+
+
+def _message(proc: subprocess.CompletedProcess, command: str, prefix: str) -> str:
+    """git's error, without the scratch index's ``k/`` prefix of the change's paths."""
+    text = proc.stderr.decode("utf-8", "replace")
+    return (text.replace(prefix, "") if prefix else text).strip()[:300] or f"git {command} failed"
 
 
 # --- the stage -------------------------------------------------------------------------------
@@ -271,10 +286,6 @@ def _candidate(
     reason = _statement_reason(text, source, cfg)
     if reason is not None:
         return reason
-    if cfg.check_apply and repos is not None:
-        failed = apply_check(gitdir, row[C.FILES], row[C.DIFF]) if gitdir else "the repository is not found"
-        if failed is not None:
-            return "patch_does_not_apply", None, None, failed
     pull = row[C.PULL] or {}
     split.update({
         C.DESCRIPTION_CHARS: len(text), C.PROBLEM_STATEMENT: text, C.HINTS_TEXT: hints, C.STATEMENT_SOURCE: source,
@@ -285,19 +296,42 @@ def _candidate(
     return split
 
 
+def _apply_failures(rows: list[dict[str, Any]], kept: list[int], repos: Repos) -> dict[int, str]:
+    """Row -> git's message, for each kept candidate that does not apply at its base (one scratch
+    index per repository of the shard)."""
+    by_repo: dict[tuple[str, str], list[int]] = {}
+    for i in kept:
+        by_repo.setdefault((rows[i][schema.SOURCE], rows[i][schema.REPO]), []).append(i)
+    failures: dict[int, str] = {}
+    for (source, repo), members in by_repo.items():
+        gitdir = _gitdir(repos, source, repo)
+        results = (apply_checks(gitdir, [(rows[i][C.FILES], rows[i][C.DIFF]) for i in members]) if gitdir
+                   else ["the repository is not found"] * len(members))  # fmt: skip
+        failures.update({i: msg for i, msg in zip(members, results, strict=True) if msg is not None})
+    return failures
+
+
 def run(table: pa.Table, cfg: TaskCandidatesConfig, repos: Repos | None = None) -> MapResult:
     """Keep the mainline changes that change tests and code and apply at their base, with their
     split diff, sizes and problem statement. ``repos``: (source, repository) -> (git dir, the URL
     it is a clone of), for the apply check (skipped without it)."""
     test_dirs = frozenset(cfg.test_dirs)
-    keep, splits, drops = [], [], []
-    for i, row in enumerate(table.to_pylist()):
-        made = _candidate(row, cfg, test_dirs, repos)
-        if isinstance(made, dict):
-            keep.append(i)
-            splits.append(made)
+    made: dict[int, dict[str, Any]] = {}
+    drops = []
+    rows = table.to_pylist()
+    for i, row in enumerate(rows):
+        one = _candidate(row, cfg, test_dirs, repos)
+        if isinstance(one, dict):
+            made[i] = one
         else:
-            drops.append((i, *made))
+            drops.append((i, *one))
+    if cfg.check_apply and repos is not None:
+        for i, failed in _apply_failures(rows, sorted(made), repos).items():
+            del made[i]
+            drops.append((i, "patch_does_not_apply", None, None, failed))
+    drops.sort(key=lambda d: d[0])
+    keep = sorted(made)
+    splits = [made[i] for i in keep]
     out = table.take(pa.array(keep, pa.int64()))
     for name in OUTPUT_COLUMNS:
         out = C.with_column(out, name, [s[name] for s in splits])
