@@ -510,3 +510,34 @@ def test_metadata_read_from_s3(app, tmp_path, s3_server, monkeypatch):
         github.load.cache_clear()
     assert from_s3[0].equals(from_disk[0]) and from_s3[1].num_rows == from_disk[1].num_rows == 3
     assert github.fingerprint("s3://meta/gh", "acme/app")  # the plan's hash sees the files
+
+
+def test_the_tasks_own_rules_drop_docs_only_generated_large_and_terse_changes(tmp_path):
+    r = init(tmp_path / "rules")
+    r.write("src/a.py", "".join(f"def f{i}():\n    return {i}\n\n\n" for i in range(30)))
+    r.write("tests/test_a.py", "def test_a():\n    assert True\n")
+    r.commit("Start the project")
+    sha = {}
+    r.write("docs/guide.md", "# Guide\n\nUse f1.\n")
+    r.write("tests/test_a.py", "def test_a():\n    assert 1\n")
+    sha["docs"] = r.commit("Document f1 and tighten its test (#1)")
+    r.write("src/a_pb2.py", "# protoc output\nX = 1\n")
+    r.write("src/a.py", r.git("show", "HEAD:src/a.py") + "\n\ndef g():\n    return 0\n")
+    r.write("tests/test_a.py", "def test_a():\n    assert 2\n")
+    sha["generated"] = r.commit("Add g and its generated messages (#2)")
+    text = r.git("show", "HEAD:src/a.py").replace("return 1\n", "return -1\n").replace("return 28\n", "return -28\n")
+    r.write("src/a.py", text + "\n")
+    r.write("tests/test_a.py", "def test_a():\n    assert 3\n")
+    sha["hunks"] = r.commit("Negate f1 and f28 so that the two ends agree (#3)")
+    r.write("src/a.py", r.git("show", "HEAD:src/a.py") + "\n\ndef h():\n    return 1\n")
+    r.write("tests/test_a.py", "def test_a():\n    assert 4\n")
+    sha["terse"] = r.commit("h (#4)")
+    repo = Repository("gh", "acme/rules", str(r.path / ".git"))
+    table, _, _ = read(repo, CommitsConfig(), tmp_path / "plan")
+    result = candidates.run(table, TaskCandidatesConfig(max_patch_hunks=1), repos_of(repo))
+    reasons = dict(zip(result.dropped.column("path").to_pylist(), result.dropped.column("reason").to_pylist(), strict=True))
+    assert {k: reasons.get(v) for k, v in sha.items()} == {
+        "docs": "docs_only", "generated": "generated_files", "hunks": "too_many_hunks", "terse": "statement_too_short"}
+    assert result.table.num_rows == 0
+    loose = candidates.run(table, TaskCandidatesConfig(drop_generated=False, min_statement_chars=1), repos_of(repo))
+    assert set(loose.table.column(C.SHA).to_pylist()) == {sha["generated"], sha["hunks"], sha["terse"]}
