@@ -1,11 +1,13 @@
-"""Commits per second per core: codecorpus's commits source against raw ``git log -p --numstat``.
+"""Commits per second per core: codecorpus's commits source against raw ``git log -p``.
 
 Both walk the same commits of the same repositories: first-parent, as the
 source does by default, or with ``--every-parent`` every commit (the shipped
 recipe's walk, whose slices read their commits from the plan's walk file).
 ``--commits-per-slice`` cuts each history into slices of N (the source's default,
 5,000, unless given), to show what slicing a long history costs. The peer is git alone writing its log with patches,
-raw entries and numstat to /dev/null (the least any miner of history pays);
+raw entries, renames, merges' first-parent diffs and binary patches to /dev/null: the stream
+the source asks git for (``gitlog.LOG_ARGS``; before merges became changes it was
+``git log -p --numstat --raw -M``), the least any miner of pull requests pays;
 codecorpus parses that same stream into Arrow rows, reads before-images and
 licenses, and applies its drop rules. CPU seconds (this process plus its git
 children) give the per-core rate; wall seconds are printed too.
@@ -51,7 +53,7 @@ from pathlib import Path
 
 from codecorpus.tasks.commits import Repository, plan_slices, read_slice, walk_args
 from codecorpus.tasks.config import CommitsConfig
-from codecorpus.tasks.gitlog import GIT_ENV
+from codecorpus.tasks.gitlog import GIT_ENV, LOG_ARGS
 
 
 def cpu_split() -> tuple[float, float]:
@@ -98,7 +100,7 @@ def synthetic(tmp: Path, commits: int) -> Path:
 
 def git_raw(gitdir: str, cfg: CommitsConfig) -> tuple[float, float]:
     wall, cpu = time.perf_counter(), cpu_seconds()
-    subprocess.run(["git", f"--git-dir={gitdir}", "log", *walk_args(cfg), "-p", "--numstat", "--raw", "-M", "HEAD"],
+    subprocess.run(["git", f"--git-dir={gitdir}", *LOG_ARGS, *walk_args(cfg), "HEAD"],
                    stdout=subprocess.DEVNULL, env=GIT_ENV, check=True)  # fmt: skip
     return time.perf_counter() - wall, cpu_seconds() - cpu
 
@@ -128,7 +130,7 @@ def _walk_child(gitdir: str, cfg: CommitsConfig) -> None:
 def busy_rates(gitdir: str, cfg: CommitsConfig, copies: int, rounds: int) -> tuple[float, float, int]:
     """(git, codecorpus) commits per wall second per CPU with ``copies`` walks at once, best of
     ``rounds``, and the walk's commits."""
-    git_cmd = ["git", f"--git-dir={gitdir}", "log", *walk_args(cfg), "-p", "--numstat", "--raw", "-M", "HEAD"]
+    git_cmd = ["git", f"--git-dir={gitdir}", *LOG_ARGS, *walk_args(cfg), "HEAD"]
     commits = int(subprocess.run(["git", f"--git-dir={gitdir}", "rev-list", "--count", *walk_args(cfg), "HEAD"],
                                  capture_output=True, check=True).stdout)  # fmt: skip
     git_best = cc_best = 0.0

@@ -245,6 +245,11 @@ def print_summary(result) -> None:
                               f"{totals.get('tokens', 0):,}", "")
         last = s
     out.print(table)
+    cut = {k.split("/", 1)[1]: v for st in result.stages if st.name == "commits"
+           for k, v in st.stats.get("counters", {}).items() if k.startswith("changes_left_out/")}  # fmt: skip
+    if cut:  # a bound of the commits walk cut these histories (issue 38): say so
+        out.print("changes left out by a bound (since / until / max_commits_per_repo): "
+                  + ", ".join(f"{repo} {n:,}" for repo, n in sorted(cut.items())))  # fmt: skip
     if last and last["langs_out"]:
         langs = Table(title="top languages (final stage)")
         for col in ("language", "docs", "MB", "tokens"):

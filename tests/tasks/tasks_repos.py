@@ -63,9 +63,9 @@ SQRT_FIXED = SQRT.replace("    return math.sqrt(x)\n", "    if x < 0:\n        r
 
 EXPECTED_DROPS = {
     "bot_author": 1, "binary_only": 1, "vendored_only": 1, "lockfile_only": 1, "undecodable_path": 1,
-    "undecodable_message": 1, "submodule_bump": 2, "merge": 1, "empty": 1,
+    "undecodable_message": 1, "submodule_bump": 2, "empty": 1,
 }  # fmt: skip
-"""Drop reasons of ``build_project``'s first-parent walk and how many commits each."""
+"""Drop reasons of ``build_project``'s first-parent walk and how many commits each (its merge is a change: a row)."""
 
 CP1251_MESSAGE = "Добавить отрицание: не повторять значения, уже показанные на экране"
 LATIN1_MESSAGE = "Corrige la détection des paramètres réglés à la main: éviter les valeurs répétées déjà vues"

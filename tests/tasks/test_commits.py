@@ -167,7 +167,10 @@ def test_slices_of_a_walk_of_every_parent_read_their_commits_from_the_plans_walk
     walk_args = [f"--max-count={cfg.max_commits_per_repo}"] if cfg.max_commits_per_repo else []
     for flag, when in (("--since", cfg.since), ("--until", cfg.until)):
         walk_args += [f"{flag}={int(when.replace(tzinfo=dt.timezone.utc).timestamp())}"] if when else []
-    walk = project.git("rev-list", *walk_args, "HEAD").split()
+    # the bounds select mainline changes; the walk is the commits they landed
+    mainline = project.git("rev-list", "--first-parent", *walk_args, "HEAD").split()
+    stop = project.git("rev-list", "--parents", "-n", "1", mainline[-1]).split()[1:2]
+    walk = project.git("rev-list", mainline[0], *[f"^{s}" for s in stop]).split()
     assert Path(listing).read_text() == "".join(f"{sha}\n" for sha in walk)
     assert {sl.walk_sha256 for sl in slices} == {hashlib.sha256(Path(listing).read_bytes()).hexdigest()}
     assert len(slices) > 1 and [sl.skip for sl in slices] == list(range(0, len(walk), 3))

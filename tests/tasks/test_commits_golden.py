@@ -15,6 +15,11 @@ Since the log is read without ``--numstat``, git's records are shorter: the tiny
 went from 600 to 580 bytes to keep the same records over it, and the two ``diff_too_large``
 drops give those records' new sizes (``bytes``, ``detail``); every other field is the
 per-commit reader's.
+
+Written again when merges became changes (issue 38): a mainline merge is a row (its diff
+against its first parent, ``mainline``, ``landed_at``, ``pr_number`` and the metadata columns;
+a merge's before-images are not read), binary files are git binary patches (``--binary``); every
+other field is unchanged.
 """
 
 from __future__ import annotations

@@ -104,7 +104,13 @@ def test_every_stage_conserves_rows_and_names_its_drops(finished):
         assert s["rows_in"] == s["rows_out"] + sum(s["dropped"].values()), spec.name
     commits = stats(finished, "commits")
     assert commits["shards"] >= 5  # two histories in slices of 6, and the broken repository's drop
-    assert commits["dropped"]["bad_repository"] == 1 and commits["dropped"]["merge"] == 2
+    assert commits["dropped"]["bad_repository"] == 1 and "merge" not in commits["dropped"]  # merges are changes
+    # the edit set wants single commits: its CommitPackFT filters drop the two mainline merges
+    assert stats(finished, "commit_filters")["dropped"]["merge"] == 2
+    # the tasks' path reads the commits source, not the edit set's filters
+    candidates = stats(finished, "task_candidates")
+    assert candidates["rows_in"] == commits["rows_out"]
+    assert "message_too_few_words" not in candidates["dropped"]
     dedup = stats(finished, "commit_dedup")
     # the fork repeats the project's commits (same shas, another repository) and the cherry-pick
     assert dedup["dropped"]["duplicate_exact"] >= 2
@@ -124,12 +130,17 @@ def test_task_outputs_are_swebench_instances_split_by_time(finished, repos):
     ids = {r["instance_id"] for r in train} | {r["instance_id"] for r in held}
     assert f"acme__proj-{shas['divide_fix'][:12]}" in {r["instance_id"] for r in train}
     assert f"acme__proj-{shas['sqrt_fix'][:12]}" in {r["instance_id"] for r in held}
-    # the fork's copies and its later cherry-pick are duplicates: the original commits are kept
+    # the fork's copies of the project's changes and its later cherry-pick are the same tasks: the
+    # originals are kept (task_outputs' own exact dedup; commit_dedup serves the edit set)
     assert not any(i.startswith("forks__fork-") for i in ids)
+    outputs = stats(finished, "task_outputs")
+    assert outputs["dropped"]["duplicate_task"] >= 2
+    assert {r["statement_source"] for r in train + held} == {"commits"}  # no PR numbers, no metadata
     assert [r["instance_id"] for r in train] == sorted(r["instance_id"] for r in train)
     fix = next(r for r in train if r["commit"] == shas["divide_fix"])
     assert "tests/test_calc.py" in fix["test_patch"] and "src/calc.py" in fix["patch"]
-    assert stats(finished, "task_outputs")["rows_out"] == len(train) + len(held) == stats(finished, "task_candidates")["rows_out"]
+    assert outputs["rows_out"] == len(train) + len(held) == outputs["rows_in"] - outputs["dropped"]["duplicate_task"]
+    assert outputs["rows_in"] == stats(finished, "task_candidates")["rows_out"]
 
 
 def test_edit_set_holds_no_evaluation_commit_and_megatron_reads_it(finished):
@@ -173,9 +184,13 @@ def test_report_has_the_tasks_funnel_and_distributions(finished):
     assert funnel["training tasks"] == len(records(finished, swebench.TRAIN_FILE))
     dist = read_parquet(finished / "report" / "tasks_distributions.parquet").to_pylist()
     langs = {(r["split"], r["lang"]): r["tasks"] for r in dist if r["metric"] == "lang"}
-    assert sum(langs.values()) == funnel["task candidates"]
+    assert sum(langs.values()) == funnel["unique tasks (duplicates across repositories dropped)"]
     assert {r["metric"] for r in dist} == {"patch_lines", "patch_files", "description_chars", "lang"}
     assert "Tasks from repository history" in (finished / "report" / "index.html").read_text()
+    sources = read_parquet(finished / "report" / "tasks_statement_sources.parquet").to_pylist()
+    assert sum(r["tasks"] for r in sources) == stats(finished, "task_outputs")["rows_out"]
+    assert {r["statement_source"] for r in sources} == {"commits"}  # no PR numbers, no metadata in this history
+    assert read_parquet(finished / "report" / "tasks_left_out.parquet").num_rows == 0  # the whole history was read
 
 
 def test_report_page_draws_every_chart_in_chromium(finished, tmp_path):
@@ -266,6 +281,8 @@ def test_shipped_recipe_loads_and_names_a_repository():
     src = Path(r.sources[0].path)
     assert src == SHIPPED.parents[1] and (src / ".git").exists()
     assert r.stages.task_outputs.eval_after is not None and r.outputs[0].kind == "sft"
+    # the demo's bound names its own history: a source pointed elsewhere is read whole
+    assert r.stages.commits.max_commits_per_repo == {r.sources[0].repo: 300}
 
 
 def test_a_changed_task_setting_redoes_the_sink_only(repos, finished, tmp_path):

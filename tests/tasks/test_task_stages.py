@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import subprocess
 import typing
 from collections import Counter
@@ -130,8 +131,10 @@ def test_test_files_per_language(path, is_test):
 def test_candidates_split_patch_and_test_patch_that_git_applies(project_commits, project, tmp_path):
     result = candidates.run(project_commits, TaskCandidatesConfig())
     assert result.table.num_rows + result.dropped.num_rows == project_commits.num_rows
-    assert sorted(subjects(result.table)) == ["Add a calculator with tests", "Add a square root",
-                                              "Fix division by zero in divide", "Reject negative numbers in root"]
+    assert sorted(subjects(result.table)) == ["Add a square root", "Fix division by zero in divide",
+                                              "Reject negative numbers in root"]
+    # the first commit changes tests and code too, but has no base commit to apply at
+    assert "root_commit" in result.dropped.column(schema.REASON).to_pylist()
     row = next(r for r in result.table.to_pylist() if r[C.SUBJECT] == "Reject negative numbers in root")
     assert row[C.TEST_FILES] == ["tests/test_sqrt.py"] and row[C.LANGS] == ["Python"]
     assert (row[C.PATCH_FILES], row[C.PATCH_HUNKS], row[C.PATCH_LINES]) == (1, 1, 2)
@@ -223,7 +226,7 @@ def test_tasks_jsonl_is_swebench_instances_and_the_time_split_holds_out(task_tab
     files = swebench.write_task_files(task_table, TaskSetConfig(eval_after=cut), tmp_path)
     train = [json.loads(line) for line in files["train"].read_text().splitlines()]
     held = [json.loads(line) for line in files["eval"].read_text().splitlines()]
-    assert len(train) == 2 and len(held) == 2
+    assert len(train) == 1 and len(held) == 2
     for rec in train + held:
         assert swebench.check_instance(rec) == []
         assert list(rec)[:12] == list(swebench.SWEBENCH_FIELDS)
@@ -251,7 +254,7 @@ def test_swebench_own_loader_reads_the_file(task_table, tmp_path):
     path = swebench.write_task_files(task_table, TaskSetConfig(), tmp_path)["train"]
     ids = [json.loads(x)["instance_id"] for x in path.read_text().splitlines()]
     instances = utils.load_swebench_dataset(str(path), instance_ids=ids)
-    assert [i["instance_id"] for i in instances] == ids and len(ids) == 4
+    assert [i["instance_id"] for i in instances] == ids and len(ids) == 3
     fields = typing.get_type_hints(instance_type)
     for inst in instances:
         assert {k: type(inst[k]) for k in fields} == fields, inst["instance_id"]
@@ -261,18 +264,38 @@ def test_swebench_own_loader_reads_the_file(task_table, tmp_path):
 
 
 def test_own_history_funnel(tmp_path):
+    """The project's own history: its merges of branches are changes holding the branch's commits;
+    both products' paths conserve rows; every task applies at its base (git apply --check)."""
     top = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, check=False,
                          cwd=__file__.rsplit("/", 1)[0])  # fmt: skip
     if top.returncode != 0:
         pytest.skip("the tests are not inside a git repository")
     bare = bare_clone(top.stdout.decode().strip(), tmp_path / "own.git")
-    table = commits_of(Repository("self", "codecorpus/codecorpus", str(bare)))
-    deduped = dedup.run(table, CommitDedupConfig())
-    assert deduped.table.num_rows + deduped.dropped.num_rows == table.num_rows
-    cands = candidates.run(deduped.table, TaskCandidatesConfig())
-    assert cands.table.num_rows + cands.dropped.num_rows == deduped.table.num_rows
-    for rec in swebench.task_records(cands.table, TaskSetConfig())[0]:
+    if (bare / "shallow").exists():
+        pytest.skip("a shallow clone: its boundary commits have no parents to diff against")
+    own = Repository("self", "codecorpus/codecorpus", str(bare))
+    table = commits_of(own)
+    git = ["git", f"--git-dir={bare}"]
+    merges = subprocess.run([*git, "rev-list", "--first-parent", "--merges", "HEAD"], capture_output=True,
+                            check=True).stdout.decode().split()  # fmt: skip
+    rows = {r[C.SHA]: r for r in table.select([C.SHA, C.PARENTS, C.MAINLINE]).to_pylist()}
+    assert all(rows[m][C.MAINLINE] and len(rows[m][C.PARENTS]) == 2 for m in merges if m in rows)
+    edits = filters.run(table, CommitFiltersConfig(max_files_changed=60, max_code_before_bytes=150_000,
+                                                   require_imperative=False, permissive_only=False))  # fmt: skip
+    assert not set(merges) & set(edits.table.column(C.SHA).to_pylist())  # the edit set's rules drop merges
+    deduped = dedup.run(edits.table, CommitDedupConfig())
+    assert deduped.table.num_rows + deduped.dropped.num_rows == edits.table.num_rows
+    cands = candidates.run(table, TaskCandidatesConfig(), {(own.source, own.repo): (own.gitdir, "")})
+    assert cands.table.num_rows + cands.dropped.num_rows == table.num_rows
+    assert "patch_does_not_apply" not in cands.dropped.column(schema.REASON).to_pylist()
+    records = swebench.task_records(cands.table, TaskSetConfig())[0]
+    assert records and len({r["instance_id"] for r in records}) == len(records)
+    for rec in records:
         assert swebench.check_instance(rec) == []
+        assert not any(candidates.is_test_path(p, frozenset(TaskCandidatesConfig().test_dirs))
+                       for p in re.findall(r"^diff --git a/(\S+)", rec["patch"], re.M))  # fmt: skip
+    landed = [r for r in records if r["commit"] in set(merges)]
+    assert all(r["pr_commits"] >= 1 and "Commits:\n- " in r["problem_statement"] for r in landed)
 
 
 def test_evaluation_patches_decontaminate_a_pretraining_shard(task_table, tmp_path):

@@ -3,12 +3,15 @@
 The stages, in pipeline order (each a module with a pure function and a config
 model from :mod:`codecorpus.tasks.config`)::
 
-    commits          plan_slices -> read_slice      (source: one streamed git log per slice)
-    commit_filters   filters.run                    (CommitPackFT's rules: annotate or filter)
+    commits          plan_slices -> read_slice      (source: one streamed git log per slice; merges on
+                                                     the mainline are changes; github.py: the metadata)
+    commit_filters   filters.run                    (CommitPackFT's rules, the edit set's: annotate or filter)
     commit_dedup     dedup.run                      (git patch-id --stable, MinHash of the diff)
-    task_candidates  candidates.run                 (tests + code -> patch / test_patch)
+    task_candidates  candidates.run                 (reads commits: changes with tests + code -> patch /
+                                                     test_patch, the statement, git apply --check)
     edit_set         edits.run_training             (trace rows for sft_render; evaluation commits held out)
-    task_outputs     swebench.task_records          (tasks.jsonl, tasks-eval.jsonl; the edit set packed)
+    task_outputs     unique -> swebench.task_records (exact duplicate tasks dropped; tasks.jsonl,
+                                                     tasks-eval.jsonl; the edit set packed)
 
 The specs are in :mod:`codecorpus.tasks.spec`, the task bodies in :mod:`codecorpus.tasks.task`.
 

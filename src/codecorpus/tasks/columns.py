@@ -27,6 +27,12 @@ BEFORE = "before_files"
 BEFORE_SKIPPED = "before_skipped"
 LINES_ADDED = "lines_added"
 LINES_DELETED = "lines_deleted"
+MAINLINE = "mainline"
+LANDED_AT = "landed_at"
+PR_NUMBER = "pr_number"
+PR_COMMITS = "pr_commits"
+PULL = "pull"
+ISSUES = "issues"
 
 # statuses of a changed file (git's A/M/D/R/C, and mode or type changes)
 STATUSES = ("add", "modify", "delete", "rename", "copy", "mode")
@@ -52,6 +58,21 @@ generated, submodule ...), null for a code file; ``added``/``deleted`` count its
 
 BEFORE_TYPE = pa.struct([pa.field("path", pa.string()), pa.field("text", pa.large_string())])
 SKIPPED_TYPE = pa.struct([pa.field("path", pa.string()), pa.field("reason", pa.string())])
+_TIME = pa.timestamp("s", tz="UTC")
+PR_COMMIT_TYPE = pa.struct([pa.field("sha", pa.string()), pa.field("subject", pa.string()),
+                            pa.field("author_date", _TIME)])  # fmt: skip
+"""A commit a merge landed (reachable from its other parents, not from its first): the candidates list them."""
+PULL_TYPE = pa.struct([
+    pa.field("number", pa.int64()), pa.field("title", pa.string()), pa.field("body", pa.large_string()),
+    pa.field("created_at", _TIME), pa.field("merged_at", _TIME), pa.field("first_commit_at", _TIME),
+])  # fmt: skip
+"""The pull request a change landed, from the GitHub metadata (``tasks/github.py``)."""
+COMMENT_TYPE = pa.struct([pa.field("created_at", _TIME), pa.field("body", pa.large_string())])
+ISSUE_TYPE = pa.struct([
+    pa.field("repo", pa.string()), pa.field("number", pa.int64()), pa.field("title", pa.string()),
+    pa.field("body", pa.large_string()), pa.field("comments", pa.list_(COMMENT_TYPE)),
+])  # fmt: skip
+"""An issue the pull request closes, with its comments (SWE-bench's hints are those before the first commit)."""
 
 COMMIT_SCHEMA = pa.schema(
     [
@@ -74,15 +95,28 @@ COMMIT_SCHEMA = pa.schema(
         pa.field(LINES_ADDED, pa.int64(), nullable=False),
         pa.field(LINES_DELETED, pa.int64(), nullable=False),
         pa.field(DIFF, pa.large_string(), nullable=False),
+        pa.field(MAINLINE, pa.bool_(), nullable=False),
+        pa.field(LANDED_AT, pa.timestamp("s", tz="UTC"), nullable=False),
         pa.field(BEFORE, pa.list_(BEFORE_TYPE), nullable=False),
         pa.field(BEFORE_SKIPPED, pa.list_(SKIPPED_TYPE), nullable=False),
         pa.field(schema.LICENSE, pa.string(), nullable=False),
         pa.field(schema.LICENSE_METHOD, pa.string(), nullable=False),
+        pa.field(PR_NUMBER, pa.int64()),
+        pa.field(PULL, PULL_TYPE),
+        pa.field(ISSUES, pa.list_(ISSUE_TYPE), nullable=False),
     ]
 )
 """One row per kept commit. ``before_files`` holds the before-images of the changed text
 files (up to the caps); ``before_skipped`` names the changed text files left out and why
-(``too_large``, ``commit_cap``, ``undecodable``, ``missing``)."""
+(``too_large``, ``commit_cap``, ``undecodable``, ``missing``).
+
+A row is a commit as git shows it, and on the mainline (``mainline``: the first-parent chain
+from the tip) also a change as it landed: a merge's ``diff`` is against its first parent (the
+whole pull request; task_candidates lists the commits it landed, ``pr_commits``); ``landed_at`` is
+when a commit reached the mainline (a pull request's commit: its merge's time), the edit set's
+time split. ``pr_number`` comes
+from the subject ("Merge pull request #N", "(#N)"); ``pull`` and ``issues`` from the GitHub
+metadata when the recipe gives it (null and empty without)."""
 
 # --- commit_filters score columns -----------------------------------------------------
 MESSAGE_CHARS = "message_chars"
@@ -110,6 +144,14 @@ PATCH_FILES = "patch_files"
 PATCH_HUNKS = "patch_hunks"
 TEST_LINES = "test_lines"
 LANGS = "langs"
+PROBLEM_STATEMENT = "problem_statement"
+HINTS_TEXT = "hints_text"
+STATEMENT_SOURCE = "statement_source"
+INSTANCE_ID = "instance_id"
+CREATED_AT = "created_at"
+MERGED_AT = "merged_at"
+LINKED_ISSUES = "linked_issues"
+STATEMENT_SOURCES = ("issue", "pull_request", "commits")
 
 STAGE_COLUMNS: dict[str, pa.DataType] = {
     MESSAGE_CHARS: pa.int32(),
@@ -133,6 +175,14 @@ STAGE_COLUMNS: dict[str, pa.DataType] = {
     PATCH_HUNKS: pa.int32(),
     TEST_LINES: pa.int32(),
     LANGS: pa.list_(pa.string()),
+    PROBLEM_STATEMENT: pa.large_string(),
+    HINTS_TEXT: pa.large_string(),
+    STATEMENT_SOURCE: pa.string(),
+    INSTANCE_ID: pa.string(),
+    CREATED_AT: pa.timestamp("s", tz="UTC"),
+    MERGED_AT: pa.timestamp("s", tz="UTC"),
+    LINKED_ISSUES: pa.list_(pa.string()),
+    PR_COMMITS: pa.list_(PR_COMMIT_TYPE),
 }
 """Types of the columns the tasks stages add (``boilerplate`` is the matched kind or null)."""
 

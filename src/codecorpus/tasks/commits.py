@@ -1,8 +1,17 @@
 """The commits source: repositories -> slices of their history -> one row per commit.
 
+A row is a commit as git shows it, and a change as it landed when it is on the mainline
+(the first-parent chain from the tip: a merge's diff is against its first parent, the whole
+pull request) or is GitHub's merge of a pull request into another branch; its pull request's
+number comes from the subject, and with ``github_metadata`` the pull request and the issues it
+closes are joined to it (:mod:`codecorpus.tasks.github`). The tasks are made of the changes,
+the edit set of the single commits.
+
 Plan (:func:`plan_slices`): per repository, the tip is resolved to a sha and
-the walk (``git rev-list``, first-parent by default, within ``since`` /
-``until`` / ``max_commits_per_repo``) counted; it is cut into slices of
+the walk (``git rev-list``, first-parent by default; ``since`` / ``until`` /
+``max_commits_per_repo`` select mainline changes, and a walk of every parent is then the
+commits those changes landed) counted; the changes a bound left out are counted for the
+repository's first slice (``left_out``). The walk is cut into slices of
 ``commits_per_slice`` commits (the spec gives each slice of a long history a
 task, and consecutive small histories one task together). A slice is a few strings, so the
 plan is small for any history. No slice makes git walk the commits before it:
@@ -22,8 +31,9 @@ as Arrow tables of ``batch_rows`` rows, so a 100k-commit history is never in
 memory at once.
 Every listed commit is a row or a drop (``rows_in = rows_out + dropped``):
 
-- ``merge``, ``missing_parent`` (the boundary of a shallow clone: git shows it
-  parentless), ``bot_author``, ``empty``;
+- ``merge`` (a merge off the mainline that lands no pull request, e.g. main merged into a
+  branch: its changes land with a mainline change), ``missing_parent`` (the boundary of a
+  shallow clone: git shows it parentless), ``bot_author``, ``empty``;
 - ``too_many_files``, ``diff_too_large`` (the diff, or git's whole record, over its cap);
 - ``undecodable_message`` / ``undecodable_path`` / ``undecodable_diff``: not
   UTF-8 and no encoding detected with enough evidence (ingest's rule; with the
@@ -35,6 +45,11 @@ Every listed commit is a row or a drop (``rows_in = rows_out + dropped``):
   object); the walk restarts after it. ``unparsable``: git's output for the
   commit did not parse.
 
+The repository's GitHub metadata records that cannot be used are drops of its first slice
+(``metadata_malformed``, ``metadata_missing_commit``), counted in ``rows_in`` beside the
+commits (counter ``metadata_records``). A merge's before-images are not read (the edit set,
+their only reader, drops merges).
+
 The license at each commit is detected (ingest's detector) from the top-level
 license/README files of its tree; the root tree is read only when the walk
 leaves the first-parent chain or the previous commit touched such a file.
@@ -43,6 +58,7 @@ leaves the first-parent chain or the previous commit touched such a file.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import functools
 import hashlib
@@ -66,7 +82,7 @@ from codecorpus.stage import MapResult
 from codecorpus.storage import mirror
 from codecorpus.storage.atomic import atomic_writer
 from codecorpus.tasks import columns as C
-from codecorpus.tasks import gitlog
+from codecorpus.tasks import github, gitlog
 from codecorpus.tasks.config import CommitsConfig
 
 STAGE = "commits"
@@ -113,11 +129,17 @@ class CommitSlice:
     start: str | None = None
     listing: str | None = None
     walk_sha256: str | None = None
+    stop: str | None = None
+    """A bounded walk of every parent: the commit whose history is left out (``^stop``)."""
+    left_out: int = 0
+    """The repository's first slice: how many mainline changes the bounds left out."""
 
     def revisions(self, cfg: CommitsConfig) -> list[str]:
         """The walk options and revision of a slice git walks itself, for ``git log`` / ``git rev-list``."""
         if self.start is None:
             raise ValueError("this slice of a walk of every parent is listed in the plan's walk file")
+        if not cfg.first_parent:  # the bounds are in the range (plan_slices)
+            return [f"--max-count={self.count}", self.start, *([f"^{self.stop}"] if self.stop else [])]
         return [*walk_args(cfg), f"--max-count={self.count}", self.start]
 
 
@@ -130,7 +152,11 @@ def _git(gitdir: str, *args: str) -> str:
 
 def walk_args(cfg: CommitsConfig) -> list[str]:
     """``git rev-list`` options of the walk (first-parent, since, until)."""
-    args = ["--first-parent"] if cfg.first_parent else []
+    return (["--first-parent"] if cfg.first_parent else []) + _time_args(cfg)
+
+
+def _time_args(cfg: CommitsConfig) -> list[str]:
+    args = []
     if cfg.since is not None:
         args.append(f"--since={_epoch(cfg.since)}")
     if cfg.until is not None:
@@ -142,14 +168,53 @@ def _epoch(when: dt.datetime) -> int:
     return int((when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)).timestamp())
 
 
+def repo_cap(cfg: CommitsConfig, repo: str) -> int | None:
+    """The newest changes kept of ``repo``: ``max_commits_per_repo``, or its entry for the
+    repository when it names repositories (a recipe's bound for one history, not for others).
+
+    >>> repo_cap(CommitsConfig(max_commits_per_repo={"a/b": 3}), "a/b"), repo_cap(CommitsConfig(), "a/b")
+    (3, None)
+    """
+    cap = cfg.max_commits_per_repo
+    return cap.get(repo) if isinstance(cap, dict) else cap
+
+
+def _bounded(cfg: CommitsConfig, repo: str) -> bool:
+    return cfg.since is not None or cfg.until is not None or repo_cap(cfg, repo) is not None
+
+
+def _cap_args(cfg: CommitsConfig, repo: str) -> list[str]:
+    cap = repo_cap(cfg, repo)
+    return [f"--max-count={cap}"] if cap is not None else []
+
+
+def _mainline_bounds(repo: Repository, cfg: CommitsConfig, tip: str) -> tuple[list[str], int]:
+    """(the bounded mainline's first and last change, how many changes the bounds left out)."""
+    bound = _cap_args(cfg, repo.repo)
+    kept = _git(repo.gitdir, "rev-list", "--first-parent", *_time_args(cfg), *bound, tip).split()
+    total = int(_git(repo.gitdir, "rev-list", "--first-parent", "--count", tip).strip())
+    return ([kept[0], kept[-1]] if kept else []), total - len(kept)
+
+
+def _all_parents_range(repo: Repository, ends: list[str]) -> tuple[str, str | None]:
+    """(start, stop) of the commits that landed with a bounded mainline's changes: reachable from
+    its newest change and not from the first parent of its oldest (each merge's side included)."""
+    parents = _git(repo.gitdir, "rev-list", "--parents", "-n", "1", ends[1]).split()
+    return ends[0], (parents[1] if len(parents) > 1 else None)
+
+
 def plan_slices(
     repositories: list[Repository], cfg: CommitsConfig, revision: str = "HEAD", plan_dir: Path | str | None = None
 ) -> list[CommitSlice]:
     """Slices of every repository's walk, in repository order then newest first. A walk of
-    every parent longer than a slice is written to ``plan_dir`` (the run's ``plan_dir("commits")``)."""
+    every parent longer than a slice is written to ``plan_dir`` (the run's ``plan_dir("commits")``).
+
+    The bounds (``since``, ``until``, ``max_commits_per_repo``) select changes of the mainline;
+    a walk of every parent then reads the commits those changes landed. How many changes they
+    left out is carried by the repository's first slice (``left_out``), for the report."""
     if not cfg.first_parent and plan_dir is None:
         raise ValueError("a walk of every parent (first_parent: false) is listed in a plan folder: pass plan_dir")
-    out = []
+    out: list[CommitSlice] = []
     n = cfg.commits_per_slice
     for repo in repositories:
         try:
@@ -159,21 +224,34 @@ def plan_slices(
         if len(tip) != len(gitlog.ZERO_OID):
             raise GitError(f"{repo.repo}: {repo.gitdir} names its objects by {len(tip) * 4}-bit ids (sha256); "
                            "only sha1 repositories are read")  # fmt: skip
-        bound = [f"--max-count={cfg.max_commits_per_repo}"] if cfg.max_commits_per_repo is not None else []
+        ends, left_out = _mainline_bounds(repo, cfg, tip) if _bounded(cfg, repo.repo) else ([], 0)
         width = schema.walk_line_bytes(tip)
-        with _listed_walk(repo.gitdir, [*walk_args(cfg), *bound, tip], width) as (walk, total):
+        if cfg.first_parent:
+            revisions, stop = [*walk_args(cfg), *_cap_args(cfg, repo.repo), tip], None
+        elif _bounded(cfg, repo.repo):
+            if not ends:
+                continue
+            start, stop = _all_parents_range(repo, ends)
+            revisions = [start, *([f"^{stop}"] if stop else [])]
+        else:
+            revisions, stop = [tip], None
+        first = len(out)
+        with _listed_walk(repo.gitdir, revisions, width) as (walk, total):
             skips = range(0, total, n)
             if cfg.first_parent:  # each slice walks the rest of the chain from its first commit
                 out += [CommitSlice(repo, tip, skip, min(n, total - skip), start=_walk_lines(walk, skip, 1, width)[0])
                         for skip in skips]  # fmt: skip
-            elif total <= n:  # one slice: git walks it from the tip
-                out += [CommitSlice(repo, tip, 0, total, start=tip)] if total else []
+            elif total <= n:  # one slice: git walks it from its first commit
+                start = revisions[0]
+                out += [CommitSlice(repo, tip, 0, total, start=start, stop=stop)] if total else []
             else:
                 assert plan_dir is not None
                 listing = schema.plan_walk_file(plan_dir, _walk_key(repo))
                 digest = _copy_walk(walk, listing)
                 out += [CommitSlice(repo, tip, skip, min(n, total - skip), listing=str(listing), walk_sha256=digest)
                         for skip in skips]  # fmt: skip
+        if left_out and len(out) > first:
+            out[first] = dataclasses.replace(out[first], left_out=left_out)
     return out
 
 
@@ -266,8 +344,9 @@ class FileEntry(NamedTuple):
 
 
 _ROW_TYPE = pa.struct(list(C.COMMIT_SCHEMA))
-_ROW_TAIL = (C.BEFORE, C.BEFORE_SKIPPED, schema.LICENSE, schema.LICENSE_METHOD)
-"""The columns a batch adds to each row when its objects are read: the last four of ``COMMIT_SCHEMA``."""
+_ROW_TAIL = (C.BEFORE, C.BEFORE_SKIPPED, schema.LICENSE, schema.LICENSE_METHOD, C.PR_NUMBER, C.PULL, C.ISSUES)
+"""The columns a batch adds to each row when its objects are read: the last ones of ``COMMIT_SCHEMA``."""
+assert tuple(C.COMMIT_SCHEMA.names[-len(_ROW_TAIL) :]) == _ROW_TAIL
 
 
 @dataclass
@@ -278,6 +357,9 @@ class _Row:
     row: tuple[Any, ...]
     wanted: list[tuple[str, str]]
     license: _License
+    pr_number: int | None = None
+    change: bool = False
+    """A change as it landed: on the mainline, or a merge of a pull request into another branch."""
 
 
 class _Slice:
@@ -305,6 +387,26 @@ class _Slice:
         self.paths: dict[str, tuple[str, str | None]] = {}  # path -> (language, path exclusion)
         self.read = 0  # commits of the slice read (rows, drops, and the pending one)
         self.last: str | None = None  # the sha of the last of them
+        self._mainline: frozenset[str] | None = None
+        self._landing: dict[str, int] = {}
+        self.meta = github.load(cfg.github_metadata, self.repo.repo) if cfg.github_metadata else None
+
+    def on_mainline(self, sha: str) -> bool:
+        """Whether ``sha`` is on the first-parent chain from the tip: a change as it landed."""
+        return self.cfg.first_parent or sha in self.mainline()
+
+    def mainline(self) -> frozenset[str]:
+        """The whole first-parent chain from the tip (a walk of every parent asks; read once per process)."""
+        if self._mainline is None:
+            self._mainline, self._landing = landing_times(self.repo.gitdir, self.sl.tip)
+        return self._mainline
+
+    def landed_at(self, sha: str, committed: int) -> int:
+        """When the commit reached the mainline: its own commit time on the mainline, else the commit
+        time of the mainline merge that landed it (the time split's key for the edit set)."""
+        if self.cfg.first_parent or sha in self.mainline():
+            return committed
+        return self._landing.get(sha, committed)
 
     def drop(self, sha: str, reason: str, detail: str | None = None, nbytes: int = 0, lang: str = schema.UNKNOWN) -> None:
         self.add("drop", {
@@ -337,7 +439,7 @@ class _Slice:
         for r in self.rows:
             before, skipped = _before_images(self.cfg, r.wanted, blobs)
             assert r.license.value is not None  # _read_licenses filled in every one
-            rows.append((*r.row, before, skipped, *r.license.value))
+            rows.append((*r.row, before, skipped, *r.license.value, *_pull_fields(self, r)))
         # one struct array from the rows' tuples (by position): faster than Table.from_pylist's dicts
         table = pa.Table.from_batches([pa.RecordBatch.from_struct_array(pa.array(rows, type=_ROW_TYPE))])
         dropped = pa.Table.from_pylist(self.drops, schema=schema.DROP_SCHEMA)
@@ -363,6 +465,82 @@ class _Slice:
         return info
 
 
+@functools.lru_cache(maxsize=2)
+def landing_times(gitdir: str, tip: str) -> tuple[frozenset[str], dict[str, int]]:
+    """(the first-parent chain from ``tip``, and for every other commit the commit time of the
+    mainline merge that landed it). The mainline's merges are taken oldest first, each claiming
+    the commits its other parents reach that no older merge claimed: one pass over the graph
+    (``git rev-list --parents``), however many merges. Cached per process: a worker reads many
+    slices of one history, each of which asks."""
+    chain = _git(gitdir, "log", "--first-parent", "--format=%H %ct", tip).split()
+    times = dict(zip(chain[::2], map(int, chain[1::2]), strict=True))
+    graph = {}
+    for line in _git(gitdir, "rev-list", "--parents", tip).splitlines():
+        sha, *parents = line.split()
+        graph[sha] = parents
+    landing: dict[str, int] = {}
+    for merge in reversed(chain[::2]):
+        stack = [p for p in graph.get(merge, ())[1:] if p not in times and p not in landing]
+        while stack:
+            sha = stack.pop()
+            if sha in times or sha in landing:
+                continue
+            landing[sha] = times[merge]
+            stack += [p for p in graph.get(sha, ()) if p not in times and p not in landing]
+    return frozenset(times), landing
+
+
+def _pull_fields(state: _Slice, r: _Row) -> tuple[Any, ...]:
+    """(pr_number, pull, issues) of a row: the metadata's pull request whose merge commit the row
+    is, and the issues it closes (this repository's, with their comments, for the hints)."""
+    sha = r.row[_SHA_AT]
+    pull = state.meta.pulls.get(sha) if state.meta is not None and r.change else None
+    if pull is None:
+        return r.pr_number, None, []
+    issues = []
+    message = f"{r.row[_SUBJECT_AT]}\n{r.row[_SUBJECT_AT + 1]}"  # the landed commit's own (a squash: its commits')
+    text = f"{pull.title}\n{pull.body}\n{pull.commit_messages}\n{message}"
+    for repo, number in github.linked_issues(text, state.repo.repo):
+        issue = state.meta.issues.get(number) if repo.lower() == state.repo.repo.lower() else None
+        if issue is not None:
+            comments = [(c.created_at, c.body) for c in issue.comments]
+            issues.append((repo, number, issue.title, issue.body, comments))
+    fields = (pull.number, pull.title, pull.body, pull.created_at, pull.merged_at, pull.first_commit_at)
+    return pull.number, fields, issues
+
+
+_SHA_AT = C.COMMIT_SCHEMA.names.index(C.SHA)
+_SUBJECT_AT = C.COMMIT_SCHEMA.names.index(C.SUBJECT)
+assert C.COMMIT_SCHEMA.names[_SUBJECT_AT + 1] == C.BODY
+_MAINLINE_AT = C.COMMIT_SCHEMA.names.index(C.MAINLINE)
+
+
+def _metadata_drops(state: _Slice) -> None:
+    """The repository's unusable metadata records, as drops of its first slice: malformed ones,
+    and merged pull requests whose merge commit the repository does not have."""
+    assert state.meta is not None
+    shas = sorted(state.meta.pulls)
+    kinds = [kind for kind, _, _ in state.objects.iter_many(shas, 0)]
+    missing = [(f"pull/{state.meta.pulls[sha].number}", "metadata_missing_commit", f"merge_commit_sha {sha}")
+               for sha, kind in zip(shas, kinds, strict=True) if kind != "commit"]  # fmt: skip
+    for key, reason, detail in [*state.meta.bad, *missing]:
+        state.drops.append({
+            schema.ID: schema.document_id(state.repo.source, state.repo.repo, key, "github"), schema.STAGE: STAGE,
+            schema.REASON: reason, schema.LANG: schema.UNKNOWN, schema.BYTES: 0, schema.SOURCE: state.repo.source,
+            schema.REPO: state.repo.repo, schema.PATH: key, schema.DETAIL: detail, schema.SCORE: None,
+            schema.THRESHOLD: None, schema.DUP_OF: None,
+        })  # fmt: skip
+        state.counters[METADATA_RECORDS] += 1
+
+
+PULL_MERGE = b"Merge pull request #"
+"""GitHub's merge message: such a merge off the mainline landed a pull request on another branch."""
+METADATA_RECORDS = "metadata_records"
+"""Counter of the metadata records a commits task dropped: inputs besides its commits (``rows_in``)."""
+LEFT_OUT = "changes_left_out/"
+"""Counter prefix, then the repository: mainline changes the walk's bounds left out."""
+
+
 def commit_id(repo: Repository, sha: str) -> str:
     return schema.document_id(repo.source, repo.repo, sha, "commit")
 
@@ -380,6 +558,10 @@ def read_slice(sl: CommitSlice, cfg: CommitsConfig) -> Iterator[MapResult]:
     with batch_scheduling(), gitlog.ObjectReader(sl.repository.gitdir) as objects:  # the order: git inherits it
         state = _Slice(sl, cfg, objects)
         state.counters["commits"] = sl.count
+        if sl.left_out:
+            state.counters[LEFT_OUT + state.repo.repo] = sl.left_out
+        if sl.skip == 0 and state.meta is not None:
+            _metadata_drops(state)
         shas = None
         if sl.listing is not None:
             shas = slice_shas(sl, cfg)
@@ -483,8 +665,8 @@ def _is_license_path(path: bytes) -> bool:
 
 def _commit_drop(state: _Slice, raw: gitlog.RawCommit) -> tuple[str | None, str | None]:
     """Drop reason decided from the header and the file list alone (before any decoding)."""
-    if len(raw.parents) > 1:
-        return "merge", f"{len(raw.parents)} parents"
+    if len(raw.parents) > 1 and not state.on_mainline(raw.sha) and not raw.message.startswith(PULL_MERGE):
+        return "merge", f"{len(raw.parents)} parents, off the mainline (its changes land with a mainline change)"
     if raw.sha in state.shallow:
         return "missing_parent", "shallow clone boundary: parents not in the repository"
     author = raw.author_name.decode("utf-8", "replace") + " <" + raw.author_email.decode("utf-8", "replace") + ">"
@@ -559,11 +741,12 @@ def _build_row(state: _Slice, raw: gitlog.RawCommit, known: _License | None) -> 
         deleted += entry.deleted
         if entry.excluded is None:
             lines[entry.lang] = lines.get(entry.lang, 0) + entry.added + entry.deleted + 1
-            if f.old_oid != gitlog.ZERO_OID and entry.status != "copy":
-                wanted.append((f.old_oid, entry.old_path))
+            if f.old_oid != gitlog.ZERO_OID and entry.status != "copy" and len(raw.parents) == 1:
+                wanted.append((f.old_oid, entry.old_path))  # a merge's are not read: the edit set drops merges
     if None not in excluded:
         return _excluded_only(excluded), ", ".join(sorted(excluded))  # type: ignore[arg-type]
     subject, _, body = message.strip("\n").partition("\n")
+    mainline = state.on_mainline(raw.sha)
     row = (  # COMMIT_SCHEMA's columns in order, up to _ROW_TAIL
         commit_id(state.repo, raw.sha), state.repo.source, state.repo.repo,  # id, source, repo
         raw.sha, _main_language(lines), len(raw.patch),  # path, lang, bytes
@@ -571,9 +754,13 @@ def _build_row(state: _Slice, raw: gitlog.RawCommit, known: _License | None) -> 
         raw.author_name.decode("utf-8", "replace"), raw.author_email.decode("utf-8", "replace"),  # author_name, _email
         raw.author_time, raw.committer_time,  # author and committer dates: epoch seconds, Arrow's timestamp("s")
         subject.strip(), body.strip("\n"), encoding,  # subject, body, message_encoding
-        files, added, deleted, diff,  # files, lines_added, lines_deleted, diff
+        files, added, deleted, diff, mainline,  # files, lines_added, lines_deleted, diff, mainline
+        state.landed_at(raw.sha, raw.committer_time),  # landed_at
     )  # fmt: skip
-    return _Row(row, wanted, known or _License(raw.sha))
+    merge = len(raw.parents) > 1
+    number = github.pr_number(subject.strip(), merge) if mainline or merge else None
+    change = mainline or (merge and number is not None)  # a pull request merged into another branch is one too
+    return _Row(row, wanted, known or _License(raw.sha), number, change)
 
 
 def _decode_diff(patch: bytes, min_evidence: int) -> tuple[str, list[str]] | tuple[str, str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, PositiveInt, model_validator
 
 from codecorpus.model import Model
 
@@ -25,14 +25,25 @@ BOT_AUTHORS = (
 class CommitsConfig(Model):
     """The commits source: one streamed ``git log`` walk per repository slice."""
 
-    first_parent: bool = Field(True, description="walk the first-parent chain only (the mainline's changes)")
+    first_parent: bool = Field(
+        True, description="walk the first-parent chain only (the changes as they landed: tasks); false: every "
+        "commit of every parent too (the edit set's small commits), the mainline's still marked as changes"
+    )
     since: dt.datetime | None = Field(
         None, description="only commits committed at or after this time (git's --since; no timezone: UTC)"
     )
     until: dt.datetime | None = Field(
         None, description="only commits committed at or before this time (git's --until; no timezone: UTC)"
     )
-    max_commits_per_repo: int | None = Field(None, gt=0, description="newest commits kept per repository")
+    max_commits_per_repo: PositiveInt | dict[str, PositiveInt] | None = Field(
+        None, description="newest mainline changes kept per repository (with first_parent: false, the commits "
+        "they landed too), or {owner/name: N} to bound only the repositories named; null: the whole history. "
+        "What a bound leaves out is counted per repository"
+    )
+    github_metadata: str | None = Field(
+        None, description="folder (local or s3://) of GitHub REST JSON per repository (owner__name.json or "
+        "owner__name/*.json, as `gh api --paginate` writes pulls, issues and comments): issue texts for tasks"
+    )
     commits_per_slice: int = Field(
         5000, gt=0, description="commits per task: a long history is cut into slices of the walk, one task each; "
         "small histories of consecutive repositories share a task up to this many commits"
@@ -105,14 +116,26 @@ class CommitDedupConfig(Model):
 
 
 class TaskCandidatesConfig(Model):
-    """Commits that change tests and code, split into patch and test_patch."""
+    """Mainline changes that change tests and code, split into patch and test_patch: the tasks' own rules."""
 
     test_dirs: tuple[str, ...] = Field(
         ("test", "tests", "testing", "__tests__", "spec", "specs", "t", "testdata", "test_data"),
         description="a path with one of these directories is a test file",
     )
     min_patch_lines: int = Field(1, ge=1, description="changed code lines a candidate needs at least")
-    max_patch_lines: int | None = Field(None, gt=0, description="more changed code lines: not a candidate")
+    max_patch_lines: int | None = Field(None, gt=0, description="more changed code lines: patch_too_large")
+    max_patch_files: int | None = Field(50, gt=0, description="more changed non-test files: too_many_files")
+    max_patch_hunks: int | None = Field(None, gt=0, description="more hunks in the patch: too_many_hunks")
+    min_statement_chars: int = Field(10, ge=0, description="shorter problem statement: statement_too_short")
+    max_statement_chars: int = Field(100_000, gt=0, description="longer problem statement: statement_too_long")
+    drop_generated: bool = Field(True, description="drop changes touching generated or minified files")
+    binary: Literal["keep", "drop"] = Field(
+        "keep", description="keep: binary changes as git binary patches (they apply); drop: binary_patch"
+    )
+    require_linked_issue: bool = Field(
+        False, description="only pull requests that close an issue of the metadata (SWE-bench's rule): no_linked_issue"
+    )
+    check_apply: bool = Field(True, description="git apply --check every task at its base; failures are dropped")
 
 
 class EditSetConfig(Model):

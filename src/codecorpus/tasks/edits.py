@@ -17,7 +17,7 @@ before-image was over the commits cap, so the prompt would be incomplete),
 ``no_code_change`` (only excluded files changed), ``patch_mismatch`` (a hunk
 does not apply to its before-image: a broken invariant of the commits row,
 counted rather than raised); in the pipeline (:func:`run_training`) also
-``eval_holdout``: committed after ``eval_after``, so kept out of training.
+``eval_holdout``: landed on the mainline after ``eval_after`` (``landed_at``), so kept out of training.
 """
 
 from __future__ import annotations
@@ -205,10 +205,11 @@ def run(table: pa.Table, cfg: EditSetConfig) -> MapResult:
 
 
 def run_training(table: pa.Table, cfg: EditSetConfig, eval_after: dt.datetime | None) -> MapResult:
-    """:func:`run` on the commits up to ``eval_after``; later ones are evaluation tasks, so they
-    are dropped as ``eval_holdout`` and never become training examples."""
-    train, held = time_split(table, eval_after)
+    """:func:`run` on the commits that reached the mainline up to ``eval_after`` (``landed_at``: a
+    pull request's own commits by their merge's time, so no commit of an evaluation task is a
+    training example); later ones are dropped as ``eval_holdout``."""
+    train, held = time_split(table, eval_after, C.LANDED_AT)
     result = run(train, cfg)
-    holdout = schema.drops_from_rows(held, STAGE, "eval_holdout", detail=[f"committed after {eval_after}"] * held.num_rows)
+    holdout = schema.drops_from_rows(held, STAGE, "eval_holdout", detail=[f"landed after {eval_after}"] * held.num_rows)
     return MapResult(result.table, pa.concat_tables([result.dropped, holdout]), result.counters,
                      bytes_changed=result.bytes_changed)

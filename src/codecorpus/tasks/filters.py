@@ -8,7 +8,10 @@ Each rule here is a score column (:data:`codecorpus.tasks.columns.STAGE_COLUMNS`
 and a threshold from :class:`~codecorpus.tasks.config.CommitFiltersConfig`.
 ``annotate`` adds the columns and drops nothing; ``filter`` drops a row on the
 first rule it fails, in :data:`RULES` order, with the score and threshold in the
-drop log. URLs and issue references are always flagged and dropped only when asked.
+drop log. These rules are the edit set's alone: a merge (a whole pull request, which the
+commits source shows as one change against its first parent) is dropped as ``merge``, since
+the edit set wants small commits; the task candidates read the commits source directly.
+URLs and issue references are always flagged and dropped only when asked.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import re
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from codecorpus import schema
 from codecorpus.dedup.keep import PERMISSIVE_LICENSES
@@ -57,7 +61,7 @@ _URL = re.compile(r"\bhttps?://\S+|\bwww\.\S+\.\w+", re.IGNORECASE)
 _ISSUE = re.compile(r"(?<![\w&])#\d+\b|\bGH-\d+\b|\b[A-Z][A-Z0-9]+-\d+\b")
 
 RULES = (
-    "message_too_short", "message_too_long", "message_too_few_words", "message_too_many_words",
+    "merge", "message_too_short", "message_too_long", "message_too_few_words", "message_too_many_words",
     "not_imperative", "boilerplate", "has_url", "issue_refs", "too_many_files", "code_before_too_large",
     "lang_not_allowed", "license_not_allowed",
 )  # fmt: skip
@@ -122,6 +126,7 @@ def _failed_rule(row: dict[str, Any], cfg: CommitFiltersConfig) -> tuple[str, fl
     """(rule, score, threshold) of the first rule the row fails, or None."""
     chars, words = row[C.MESSAGE_CHARS], row[C.MESSAGE_WORDS]
     checks = (
+        ("merge", row["_parents"] > 1, row["_parents"], 1),
         ("message_too_short", chars < cfg.min_message_chars, chars, cfg.min_message_chars),
         ("message_too_long", chars > cfg.max_message_chars, chars, cfg.max_message_chars),
         ("message_too_few_words", words < cfg.min_message_words, words, cfg.min_message_words),
@@ -147,7 +152,9 @@ def run(table: pa.Table, cfg: CommitFiltersConfig) -> MapResult:
     wanted = [C.MESSAGE_CHARS, C.MESSAGE_WORDS, C.IMPERATIVE, C.BOILERPLATE, C.HAS_URL, C.ISSUE_REFS,
               C.FILES_CHANGED, C.CODE_BEFORE_BYTES, C.LICENSE_PERMISSIVE, schema.LANG]  # fmt: skip
     keep, drops = [], []
+    parents = pc.list_value_length(scored.column(C.PARENTS)).to_pylist()
     for i, row in enumerate(scored.select(wanted).to_pylist()):
+        row["_parents"] = parents[i]
         failed = _failed_rule(row, cfg)
         if failed is None:
             keep.append(i)

@@ -7,7 +7,10 @@ parent (or what is left of a slice after a failure) is given on stdin::
     git log -z --raw -p -M --format=<LOG_FORMAT> <walk> --max-count=N <start> --
     git log -z --raw -p -M --format=<LOG_FORMAT> --no-walk=unsorted --stdin
 
-and reads its output in 1 MiB chunks. Each commit's output starts with
+and reads its output in 1 MiB chunks. A merge is shown as its diff against its first parent
+(``--diff-merges=first-parent``: the change the merge landed on the mainline), binary files
+as git's binary patches with full indexes (``--binary``), so that a task's patch applies.
+Each commit's output starts with
 :data:`MARKER`; the bytes up to the next marker are one record: the header
 (sha, parents, author, dates, encoding, message: NUL-separated, ``%B`` cannot
 hold a NUL), then ``--raw -z`` entries (modes, blob ids, status, paths), then
@@ -55,7 +58,7 @@ _SHA_FIELD = re.compile(rb"[0-9a-f]{40}\x00")  # a record's first field
 ZERO_OID = "0" * 40
 
 LOG_ARGS = (
-    "-c", "core.quotePath=false", "-c", "log.showSignature=false", "log", "-z", "--no-abbrev", "-M", "--raw", "-p", "--diff-merges=off", "--no-color", "--no-ext-diff",
+    "-c", "core.quotePath=false", "-c", "log.showSignature=false", "log", "-z", "--no-abbrev", "-M", "--raw", "-p", "--binary", "--diff-merges=first-parent", "--no-color", "--no-ext-diff",
     "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/", "--encoding=UTF-8", f"--format={LOG_FORMAT}",
 )  # fmt: skip
 
@@ -233,16 +236,19 @@ def line_counts(section: str) -> tuple[int, int, bool]:
 
     A hunk's lines start with ``+``, ``-``, `` `` or ``\\``, and the header lines above the
     first hunk (``--- a/x``, ``+++ b/x``) are not counted; git marks a binary file's patch
-    with a ``Binary files ... differ`` line and no hunk.
+    with a ``GIT binary patch`` (``--binary``, which a task's patch needs to apply) or a
+    ``Binary files ... differ`` line, and no hunk.
 
     >>> line_counts("diff --git a/x b/x\\n--- a/x\\n+++ b/x\\n@@ -1 +1,2 @@\\n-a\\n+b\\n+--c\\n")
     (2, 1, False)
     >>> line_counts("diff --git a/x b/x\\nindex 1..2 100644\\nBinary files a/x and b/x differ\\n")
     (0, 0, True)
+    >>> line_counts("diff --git a/x b/x\\nindex 1..2 100644\\nGIT binary patch\\nliteral 3\\nKcmZ?\\n")
+    (0, 0, True)
     """
     hunks = section.find("\n@@ ")
     if hunks < 0:
-        return 0, 0, "\nBinary files " in section
+        return 0, 0, "\nGIT binary patch\n" in section or "\nBinary files " in section
     return section.count("\n+", hunks), section.count("\n-", hunks), False
 
 

@@ -1,16 +1,17 @@
 """The repository-history stages, declared (the pipeline: ``REPO_TASKS`` in ``pipeline/pipelines.py``)::
 
     commits (source: one task per slice of a long history, or per group of small histories)
-      -> commit_filters (filter) -> commit_dedup (keys -> groups -> clusters -> apply)
-      -> task_candidates (filter)
+      -> commit_filters (filter) -> commit_dedup (keys -> groups -> clusters -> apply)   the edit set's path
+      -> task_candidates (filter, reads commits)                                          the tasks' path
       -> edit_set (filter, reads commit_dedup) -> sft_render (the SFT stage: chat template, loss masks)
       -> task_outputs (sink)   tasks/tasks.jsonl, tasks/tasks-eval.jsonl (from task_candidates),
                                shards/<edit set>/ (sft_render's examples, packed), manifest.json
 
-The edit set is made of every deduplicated commit (CommitPackFT's shape), the task
-files of the candidates (a commit changing tests and code); both keep the time split:
-a commit after ``task_outputs.eval_after`` is an evaluation task and never a training
-example. The repositories come from the recipe's ``type: git`` sources, found as
+Two products, two sets of rules: the edit set is made of every deduplicated single commit
+that passes CommitPackFT's rules; the task files of the mainline's changes as they landed (a
+merge's whole pull request, a squash or rebase commit) that change tests and code, under the
+candidates' own rules. Both keep the time split: a task merged (a commit committed) after
+``task_outputs.eval_after`` is an evaluation task and never a training example. The repositories come from the recipe's ``type: git`` sources, found as
 ingest finds them: a repository, a folder searched for repositories, or a list file.
 """
 
@@ -42,7 +43,7 @@ from codecorpus.pipeline.spec import (
 )
 from codecorpus.sft import task as sfttask
 from codecorpus.storage import mirror
-from codecorpus.tasks import candidates, dedup, edits, filters
+from codecorpus.tasks import candidates, dedup, edits, filters, github, unique
 from codecorpus.tasks import task as ttask
 from codecorpus.tasks.commits import CommitSlice, GitError, Repository, plan_slices
 from codecorpus.tasks.config import (
@@ -140,9 +141,14 @@ class _PlanRepositories:
 
 def plan_commits(recipe: Any, plan_tasks: PlanTasks) -> tuple[list[ttask.CommitShard], str]:
     """The shards of every repository's walk (``git rev-list``, no commit read) and their hash: a new
-    commit on a branch moves its tip, which redoes the stages. A walk of every parent longer
+    commit on a branch moves its tip, and new GitHub metadata changes its files' hashes, either of
+    which redoes the stages. A walk of every parent longer
     than a slice is written to the run's plan folder, from which its slices read their commits."""
     cfg = recipe.stages.commits
+    meta = cfg.github_metadata
+    if meta is not None and not git.is_url(meta) and not meta.startswith("s3://") and not Path(meta).is_dir():
+        raise RecipeError(f"stages.commits.github_metadata: {meta} is not a folder; point it at a folder holding "
+                          "owner__name.json or owner__name/*.json per repository (gh api --paginate output)")  # fmt: skip
     plan_dir = plan_tasks.run.plan_dir(COMMITS.name)
     mirror.remove_tree(plan_dir)  # walks of an older plan
     parts = [part for src in recipe.sources for part in _source_parts(src, cfg, plan_dir, plan_tasks)]
@@ -150,7 +156,9 @@ def plan_commits(recipe: Any, plan_tasks: PlanTasks) -> tuple[list[ttask.CommitS
         raise RecipeError("stages.commits: no commit of any repository is in the walk: widen since / until, "
                           "or check each source's revision")  # fmt: skip
     shards = _grouped(parts, cfg.commits_per_slice)
-    return shards, config_hash([[_fingerprint(part) for part in shard.parts] for shard in shards])
+    metadata = sorted({p.repository.repo for p in parts}) if meta is not None else []
+    metadata_hash = [[repo, github.fingerprint(meta, repo)] for repo in metadata]
+    return shards, config_hash([[[_fingerprint(part) for part in shard.parts] for shard in shards], metadata_hash])
 
 
 SHARD_PARTS = 100
@@ -199,7 +207,30 @@ def filters_fn(run: StageRun) -> functools.partial:
 
 
 def candidates_fn(run: StageRun) -> functools.partial:
-    return functools.partial(candidates.run, cfg=run.cfg)
+    """The tasks' own rules over the commits source's rows; the candidates read each repository (the
+    commits a merge landed, the apply check) in its git directory, found as the plan found it."""
+    repos = repository_dirs(run.recipe)
+    return functools.partial(candidates.run, cfg=run.cfg, repos=repos)
+
+
+def repository_dirs(recipe: Any) -> dict[tuple[str, str], tuple[str, str]]:
+    """(source, repository) -> (git directory, the URL it is a clone of, or '') of every repository
+    of the recipe's git sources, found as the commits plan finds them (a URL's clone is the plan's)."""
+    out: dict[tuple[str, str], tuple[str, str]] = {}
+    for src in recipe.sources:
+        if not isinstance(src, GitSource):
+            continue
+        if git.source_form(src) == "repository":
+            out[src.name, git.repo_name(src)] = (git.resolve_gitdir(src), git.url_of(src.path))
+            continue
+        for f in _listed(src):
+            if f.problem is None:
+                try:
+                    gitdir = git.resolve_gitdir(src.model_copy(update={"path": f.location, "repo": None}))
+                except RecipeError:
+                    continue  # the commits stage dropped it as bad_repository
+                out[src.name, f.name] = (gitdir, git.url_of(f.location))
+    return out
 
 
 def _eval_after(recipe: Any) -> Any:
@@ -248,11 +279,22 @@ def dedup_phases(run: StageRun) -> list[dict[str, Any]]:
 
 
 def output_phases(run: StageRun) -> list[dict[str, Any]]:
-    """records (per candidates shard) -> write (merge, one line per shard in memory); the edit
-    set packed (per rendered shard, the SFT pack body) with its manifest; then the run manifest:
-    the edit set and the task files, each with its sha256. The stage's rows are the tasks."""
+    """keys (per candidates shard) -> decide (one task: exact duplicates across repositories,
+    ``tasks/unique.py``) -> records (per shard, its duplicates dropped) -> write (merge, one line
+    per shard in memory); the edit set packed (per rendered shard, the SFT pack body) with its
+    manifest; then the run manifest: the edit set and the task files, each with its sha256.
+    The stage's rows are the tasks."""
     cfg, ctx, upstream = run.cfg, run.task, run.upstream
     n = run.shard_count(upstream)
+    run.run_phase("task_outputs: keys", [
+        Job(f"keys-{schema.shard_name(i)}", tasks.scatter_task, (ctx, "keys", i, upstream, unique.task_keys),
+            (str(run.run.part(upstream, i)),))
+        for i in range(n)
+    ])  # fmt: skip
+    decide = functools.partial(unique.decide, n_shards=n)
+    run.run_phase("task_outputs: decide", [
+        Job("decide-p00000", tasks.reduce_task, (ctx, "decide", "keys", 0, n, decide))
+    ])  # fmt: skip
     results = run.run_tasks("task_outputs: records", [
         Job(schema.shard_name(i), ttask.records_task, (ctx, i, upstream, cfg), (str(run.run.part(upstream, i)),))
         for i in range(n)
@@ -282,7 +324,9 @@ def output_parts(recipe: Any) -> list[Any]:
 COMMITS = StageSpec("commits", "source", CommitsConfig, plan=plan_commits, source_jobs=commit_jobs)
 COMMIT_FILTERS = StageSpec("commit_filters", "filter", CommitFiltersConfig, map_fn=filters_fn)
 COMMIT_DEDUP = StageSpec("commit_dedup", "global", CommitDedupConfig, phases=dedup_phases)
-TASK_CANDIDATES = StageSpec("task_candidates", "filter", TaskCandidatesConfig, map_fn=candidates_fn)
+TASK_CANDIDATES = StageSpec(
+    "task_candidates", "filter", TaskCandidatesConfig, map_fn=candidates_fn, upstream="commits"
+)
 EDIT_SET = StageSpec(
     "edit_set", "filter", EditSetConfig, map_fn=edit_fn, upstream="commit_dedup", hash_parts=edit_parts
 )

@@ -8,16 +8,20 @@ SWE-bench's harness reads a local ``.jsonl`` with one JSON object a line
 all strings. ``FAIL_TO_PASS`` / ``PASS_TO_PASS`` are JSON-encoded lists of test
 names, as in the Hugging Face datasets (the harness ``json.loads`` them when
 they are strings); they stay ``"[]"`` until an environment verifies the task.
-``instance_id`` is ``owner__repo-<first 12 hex of the sha>``; ``base_commit``
-the commit's first parent; ``created_at`` its committer date (UTC, ISO 8601);
-``environment_setup_commit`` the base commit until an environment names one.
-codecorpus adds its own fields after those (diff sizes, languages, license,
-description length, and the added lines of the patch as plain text, the field a
-decontamination benchmark reads).
+``instance_id`` is ``owner__repo-<PR number>`` (``owner__repo-<12 hex of the sha>`` for a
+change that names no pull request); ``base_commit`` the change's first parent;
+``problem_statement`` / ``hints_text`` the candidates stage's (an issue's text and comments
+when the metadata links one); ``created_at`` the pull request's creation time (the change's
+commit time without metadata; UTC, ISO 8601); ``environment_setup_commit`` the base commit
+until an environment names one. codecorpus adds its own fields after those (the merge commit,
+``pull_number``, ``merged_at``, ``statement_source``, ``linked_issues``, diff sizes,
+languages, license, description length, and the added lines of the patch as plain text, the
+field a decontamination benchmark reads).
 
-The time split: with ``eval_after``, a task committed after it goes to the
-evaluation file and never to training outputs (:func:`time_split` applies the
-same rule to the edit set's commits).
+The time split: with ``eval_after``, a task merged after it (``merged_at``: the pull
+request's merge time, else the change's commit time) goes to the evaluation file and never
+to training outputs (:func:`time_split` applies the rule to the edit set's commits by their
+commit time).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import pyarrow.compute as pc
 from codecorpus import schema
 from codecorpus.storage.atomic import atomic_write_bytes
 from codecorpus.tasks import columns as C
-from codecorpus.tasks.candidates import problem_statement
+from codecorpus.tasks.candidates import instance_id as task_instance_id
 from codecorpus.tasks.config import TaskSetConfig
 
 SWEBENCH_FIELDS = (
@@ -47,12 +51,13 @@ ADDED_TEXT = "patch_added_text"
 
 
 def instance_id(repo: str, sha: str) -> str:
-    """SWE-bench's id: the repository with ``/`` as ``__``, a dash, 12 hex of the sha.
+    """The id of a commit that names no pull request (an edit example's task id):
+    the repository with ``/`` as ``__``, a dash, 12 hex of the sha.
 
     >>> instance_id("astropy/astropy", "a5917978be39d13cd90b517e1de4e7a539ffaa48")
     'astropy__astropy-a5917978be39'
     """
-    return f"{repo.replace('/', '__')}-{sha[:12]}"
+    return task_instance_id(repo, None, sha)
 
 
 def iso_utc(when: dt.datetime) -> str:
@@ -72,20 +77,22 @@ def task_record(row: dict[str, Any], cfg: TaskSetConfig) -> dict[str, Any]:
     base = row[C.PARENTS][0] if row[C.PARENTS] else ""
     record = {
         "repo": row[schema.REPO],
-        "instance_id": instance_id(row[schema.REPO], row[C.SHA]),
+        "instance_id": row[C.INSTANCE_ID],
         "base_commit": base,
         "patch": row[C.PATCH],
         "test_patch": row[C.TEST_PATCH],
-        "problem_statement": problem_statement(row[C.SUBJECT], row[C.BODY]),
-        "hints_text": "",
-        "created_at": iso_utc(row[C.COMMITTER_DATE]),
+        "problem_statement": row[C.PROBLEM_STATEMENT],
+        "hints_text": row[C.HINTS_TEXT],
+        "created_at": iso_utc(row[C.CREATED_AT]),
         "version": cfg.version,
         "FAIL_TO_PASS": json.dumps([]),
         "PASS_TO_PASS": json.dumps([]),
         "environment_setup_commit": base,
     }
     record.update({
-        "commit": row[C.SHA], "source": row[schema.SOURCE], "license": row[schema.LICENSE],
+        "commit": row[C.SHA], "pull_number": row[C.PR_NUMBER], "merged_at": iso_utc(row[C.MERGED_AT]),
+        "statement_source": row[C.STATEMENT_SOURCE], "linked_issues": row[C.LINKED_ISSUES],
+        "pr_commits": len(row[C.PR_COMMITS]), "source": row[schema.SOURCE], "license": row[schema.LICENSE],
         "langs": row[C.LANGS], "lang": row[schema.LANG], "test_files": row[C.TEST_FILES],
         "description_chars": row[C.DESCRIPTION_CHARS], "patch_lines": row[C.PATCH_LINES],
         "patch_files": row[C.PATCH_FILES], "patch_hunks": row[C.PATCH_HUNKS], "test_lines": row[C.TEST_LINES],
@@ -94,18 +101,21 @@ def task_record(row: dict[str, Any], cfg: TaskSetConfig) -> dict[str, Any]:
     return record
 
 
-def time_split(table: pa.Table, eval_after: dt.datetime | None) -> tuple[pa.Table, pa.Table]:
-    """(train, eval) rows: committed after ``eval_after`` is evaluation (none without a date)."""
+def time_split(
+    table: pa.Table, eval_after: dt.datetime | None, key: str = C.COMMITTER_DATE
+) -> tuple[pa.Table, pa.Table]:
+    """(train, eval) rows: ``key`` (a task's merge time, a commit's commit time) after ``eval_after``
+    is evaluation (none without a date)."""
     if eval_after is None:
         return table, table.slice(0, 0)
     cut = pa.scalar(eval_after.astimezone(dt.timezone.utc), pa.timestamp("s", tz="UTC"))
-    late = pc.greater(table.column(C.COMMITTER_DATE), cut)
+    late = pc.greater(table.column(key), cut)
     return table.filter(pc.invert(late)), table.filter(late)
 
 
 def task_records(table: pa.Table, cfg: TaskSetConfig) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(train, eval) SWE-bench records, each sorted by instance id (the same bytes on any run)."""
-    train, held = time_split(table, cfg.eval_after)
+    train, held = time_split(table, cfg.eval_after, C.MERGED_AT)
 
     def records(t: pa.Table) -> list[dict[str, Any]]:
         return sorted((task_record(r, cfg) for r in t.to_pylist()), key=lambda r: (r["instance_id"], r["commit"]))

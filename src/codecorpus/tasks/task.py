@@ -42,9 +42,9 @@ from codecorpus.sft.template import choose_template
 from codecorpus.stage import MapResult, concat_drops
 from codecorpus.storage.atomic import atomic_writer, sha256_file
 from codecorpus.storage.mirror import ensure_local
-from codecorpus.storage.parquet import read_parquet
+from codecorpus.storage.parquet import read_parquet, write_parquet
 from codecorpus.tasks import columns as C
-from codecorpus.tasks import commits, swebench
+from codecorpus.tasks import commits, swebench, unique
 from codecorpus.tasks.config import CommitsConfig, TaskSetConfig
 from codecorpus.tokenize.tokenizer import load_tokenizer
 
@@ -84,7 +84,7 @@ def commits_task(ctx: TaskContext, shard: int, planned: CommitShard, cfg: Commit
     for part in planned.parts:
         if isinstance(part, commits.CommitSlice):
             read = commits.read_slice_table(part, cfg)
-            rows_in += read.counters["commits"]
+            rows_in += read.counters["commits"] + read.counters[commits.METADATA_RECORDS]
         else:
             read = _problem_drop(part)
             rows_in += 1
@@ -129,17 +129,22 @@ def _write_lines(path: Path, lines: Iterator[str]) -> int:
 def records_task(ctx: TaskContext, shard: int, in_stage: str, cfg: TaskSetConfig) -> dict[str, Any]:
     """One candidates shard -> its train and evaluation records, each sorted by instance id.
 
-    Every candidate is a task (``rows_out = rows_in``): the time split routes, never drops.
+    The shard's exact duplicates of tasks kept elsewhere (the decide phase's, ``tasks/unique.py``)
+    are ``duplicate_task`` drops; every other candidate is a task: the time split routes, never drops.
     """
     t0 = time.perf_counter()
-    table = read_parquet(ctx.run.part(in_stage, shard))
+    candidates = read_parquet(ctx.run.part(in_stage, shard))
+    dups = read_parquet(ctx.run.work_part(ctx.stage, "decide", shard, 0))
+    table, dropped = unique.split_duplicates(candidates, dups)
     train, held = swebench.task_records(table, cfg)
     counts = {}
     for split, records in zip(SPLITS, (train, held), strict=True):
         lines = map(swebench.task_line, records)
         counts[split] = _write_lines(records_path(ctx.run, ctx.stage, split, shard), lines)
-    result = MapResult(table, counters={f"tasks_{k}": v for k, v in counts.items()})
-    stats = result_stats(table.num_rows, _bytes(table), 0, lang_breakdown(table), result, time.perf_counter() - t0)
+    result = MapResult(table, dropped, counters={f"tasks_{k}": v for k, v in counts.items()})
+    stats = result_stats(candidates.num_rows, _bytes(candidates), 0, lang_breakdown(candidates), result,
+                         time.perf_counter() - t0)  # fmt: skip
+    write_parquet(ctx.run.dropped(ctx.stage, shard), dropped)
     write_marker(ctx, schema.shard_name(shard), stats)
     return stats
 
@@ -147,6 +152,20 @@ def records_task(ctx: TaskContext, shard: int, in_stage: str, cfg: TaskSetConfig
 def _sort_key(line: str) -> tuple[str, str]:
     record = json.loads(line)
     return record["instance_id"], record["commit"]
+
+
+def unique_ids(lines: Iterator[str]) -> Iterator[str]:
+    """Sorted task lines with each instance id once: when several changes name one pull request (a
+    cherry-pick, a second "(#N)"), each after the first in sha order gets its sha's 12 hex appended."""
+    last = None
+    for line in lines:
+        record = json.loads(line)
+        if record["instance_id"] == last:
+            record["instance_id"] = f"{last}-{record['commit'][:12]}"
+            line = swebench.task_line(record)
+        else:
+            last = record["instance_id"]
+        yield line
 
 
 def merge_task(ctx: TaskContext, n_shards: int, cfg: TaskSetConfig, marker: str) -> dict[str, Any]:
@@ -160,7 +179,7 @@ def merge_task(ctx: TaskContext, n_shards: int, cfg: TaskSetConfig, marker: str)
         handles = [ensure_local(records_path(ctx.run, ctx.stage, split, s)).open(encoding="utf-8") for s in range(n_shards)]
         try:
             path = ctx.run.task_file(split)
-            n = _write_lines(path, heapq.merge(*handles, key=_sort_key))
+            n = _write_lines(path, unique_ids(heapq.merge(*handles, key=_sort_key)))
         finally:
             for h in handles:
                 h.close()
