@@ -301,7 +301,7 @@ def run_tests(work: Path, command: str, parser: str, reports: str, chain: str,
 
 _TIME_IN_NAME = re.compile(
     r"\d{4}-\d{2}-\d{2}[ T_]\d{2}[:_-]\d{2}|\d{2}:\d{2}:\d{2}|datetime\.datetime\(\d{4}|"
-    r"\b1[5-9]\d{8}(?:\.\d+)?\b")
+    r"(?<!\d)\d{8}[T_]\d{6}(?!\d)|(?<![\d.])1[5-9]\d{8}(?:\.\d+)?(?![\d.])")
 
 
 def names_time(test_id: str) -> bool:
@@ -309,6 +309,8 @@ def names_time(test_id: str) -> bool:
     seconds): such a name differs on every run, so the test is flaky by construction.
 
     >>> names_time("t.py::test_at[2026-12-07 02:47:27.1]"), names_time("t.py::test_x[3]")
+    (True, False)
+    >>> names_time("t.T.test_at_20261207T024727"), names_time("t.py::test_v[1.2.3]")
     (True, False)
     """
     return bool(_TIME_IN_NAME.search(test_id))
@@ -356,6 +358,7 @@ _RUNNERS = (("pytest", r"\bpy\.?test\b"), ("unittest", r"\bunittest\b"),
             ("gradle", r"\bgradlew?\b"), ("ctest", r"\bctest\b"), ("tox", r"\btox\b"),
             ("nox", r"\bnox\b"), ("make", r"\bmake\b"))
 _SCRIPT_CALL = re.compile(r"\b(?:npm|pnpm|yarn)(?:\s+run(?:-script)?)?\s+([\w:.-]+)")
+_MAKE_CALL = re.compile(r"\bmake\s+(?:-\S+\s+)*([\w.-]+)")
 
 
 def runner_of(command: str, tree: Path | None = None, depth: int = 0) -> str:
@@ -372,11 +375,22 @@ def runner_of(command: str, tree: Path | None = None, depth: int = 0) -> str:
         for name in _SCRIPT_CALL.findall(command):
             script = scripts.get("test" if name in ("test", "t") else name)
             if isinstance(script, str):
-                text += " " + runner_of(script, tree, depth + 1) + " " + script
+                text = runner_of(script, tree, depth + 1) + " " + script + " " + text
+        for target in _MAKE_CALL.findall(command):
+            recipe = _make_recipe(tree, target)
+            if recipe:
+                text = runner_of(recipe, tree, depth + 1) + " " + recipe + " " + text
     for name, pattern in _RUNNERS:
         if re.search(pattern, text):
             return name
     return command.split()[0] if command.split() else "?"
+
+
+def _make_recipe(tree: Path, target: str) -> str:
+    """The recipe lines of a Makefile target, joined (empty when there is none)."""
+    text = _read(tree / "Makefile") or _read(tree / "makefile")
+    m = re.search(rf"^{re.escape(target)}\s*:[^\n=]*\n((?:\t[^\n]*\n?)+)", text, re.M)
+    return " ; ".join(ln.strip() for ln in m.group(1).splitlines()) if m else ""
 
 
 def _scripts(tree: Path) -> dict:
@@ -771,6 +785,7 @@ def _verify(work: Path, cfg: VerifyConfig, found: disc.Discovery, fresh: Fresh) 
                         steps=steps, detail=worst.get("detail", ""), attempts=attempts)
     fail.runner = worst.get("runner", "")
     fail.tests = worst.get("tests", {})
+    fail.fresh_tests, fail.proof = worst.get("fresh_tests", {}), worst.get("proof", {})
     fail.cpu_seconds = round(sum(s.cpu_seconds for s in steps), 3)
     fail.wall_seconds = round(sum(s.wall_seconds for s in steps), 3)
     return fail
@@ -803,6 +818,7 @@ def _attempt(work: Path, inst: disc.Candidate, tests: list[disc.Candidate], cfg:
         if ran_tests >= cfg.max_tests:
             break
         first = len(steps)
+        out.tests, out.flaky, out.fresh_tests, out.proof = {}, [], {}, {}
         outcome = _try_tests(work, cand, inst.toolchain, cfg, env_dir, out)
         if outcome.reason is None:
             outcome = _reproduce(inst, cand, cfg, env_dir, out, fresh)
@@ -810,6 +826,8 @@ def _attempt(work: Path, inst: disc.Candidate, tests: list[disc.Candidate], cfg:
                          "reason": outcome.reason, "detail": outcome.detail,
                          "runner": out.runner or runner_of(cand.commands[0], work),
                          "tests": dict(out.tests) if outcome.reason else {},
+                         "fresh_tests": dict(out.fresh_tests) if outcome.reason else {},
+                         "proof": dict(out.proof) if outcome.reason else {},
                          "notes": list(out.install_notes)})
         if outcome.reason is None:
             out.verified, out.reason, out.detail = True, None, outcome.detail
