@@ -864,7 +864,8 @@ def _reproduce(inst: disc.Candidate, cand: disc.Candidate, cfg: VerifyConfig,
                                          inst.toolchain, cfg, env_dir, out.steps)
         if report is None:
             return _Outcome(violation, f"fresh tree: {violation}")
-        out.fresh_tests = {t: s for t, s in report.tests.items() if t not in out.flaky}
+        out.fresh_tests = {t: s for t, s in report.tests.items()
+                           if t not in out.flaky and not names_time(t)}
         mismatch = fresh_mismatch(out.tests, out.fresh_tests)
         if mismatch:
             return _Outcome(FRESH_TREE_MISMATCH, mismatch)
