@@ -280,3 +280,30 @@ def test_spec_identity_leaves_out_the_measurements(tmp_path):
     spec.write_spec({**doc, "install": [*doc["install"], "python -m pip install six"]},
                     run / "envs")
     assert [p.split(":")[1].strip() for p in rl.verify(run / "manifest.json")] == ["spec_sha256"]
+
+
+def test_dockerfile_and_spec_name_the_same_steps():
+    """One step list: the system packages an image needs, the install, the ready steps; the
+    Dockerfile's RUN lines are exactly those, in order."""
+    env = verify.Verification(
+        True, None, toolchain="python", toolchain_version="CPython 3.11.7",
+        install=('python -m venv "$ENV_DIR/venv"', "python -m pip install -e '.[test]'"),
+        test="python -m pytest -rA", parser="junit", cache_key="0" * 32, dependency_hash="1" * 64,
+        tests={f"t.py::test_{i}": "passed" for i in range(5)},
+        fresh_tests={f"t.py::test_{i}": "passed" for i in range(5)},
+        ready=("python -m pip install --no-deps -e '.[test]'",), system_packages=("git",),
+        proof={"method": "import resolution in the fresh tree", "own": True,
+               "packages": {"pkg": {"origin": "/workspace/src/pkg/__init__.py", "where": "work tree"}}})
+    doc = spec.environment_spec(env, "x/pkg", "abc", sb.SandboxConfig())
+    jsonschema.validate(doc, spec.schema())
+    assert [s["phase"] for s in doc["steps"]] == ["system", "install", "install", "ready"]
+    runs = [ln.removeprefix("RUN ") for ln in spec.render_dockerfile(doc).splitlines()
+            if ln.startswith("RUN ")]
+    assert runs == [s["command"] for s in doc["steps"]]
+    assert "git" in runs[0] and runs[-1] == env.ready[0]
+    unproven = {**doc, "proof": {**doc["proof"], "own": False}}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(unproven, spec.schema())
+    on_exit_code = {**doc, "test": {**doc["test"], "parser": "exit-code"}}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(on_exit_code, spec.schema())
