@@ -206,6 +206,13 @@ def test_hostile_repository_is_a_counted_drop(env_run):
     assert s["rows_in"] == s["rows_out"] + sum(s["dropped"].values())
     assert not (env_run["outside"] / "escaped.txt").exists()  # nothing outside the sandbox changed
     assert s["counters"]["proposer_calls"] == 2  # odd (verified by its proposal) and sleeper (none)
+    import pyarrow.parquet as pq
+
+    rows = [r for p in sorted((run / "env_verify" / "_dropped").glob("*.parquet"))
+            for r in pq.read_table(p).to_pylist()]
+    verdict = json.loads(next(r for r in rows if r["id"].startswith("sleeper@"))["detail"])
+    assert verdict["attempts"] and all(a["test"] and a["reason"] for a in verdict["attempts"])
+    assert verdict["attempts"][0]["reason"] == "timeout" and verdict["wall_seconds"] > 0
 
 
 def test_validated_task_has_fail_to_pass(env_run):

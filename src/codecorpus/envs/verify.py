@@ -47,6 +47,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -503,7 +504,8 @@ def own_packages(tree: Path) -> list[str]:
             continue
         for child in base.iterdir():
             name = child.name
-            if name.startswith((".", "_")) or name.lower() in _NOT_PACKAGES:
+            if (name.startswith((".", "_")) or name.lower() in _NOT_PACKAGES
+                    or child.stem in sys.stdlib_module_names):
                 continue
             if child.is_dir() and (child / "__init__.py").is_file() and name.isidentifier():
                 names.add(name)
@@ -514,15 +516,19 @@ def own_packages(tree: Path) -> list[str]:
     return sorted(names)[:20]
 
 
-_PY_PROBE = ("import importlib.util, json, sys\n"
-             "out = {}\n"
-             "for name in sys.argv[1:]:\n"
+# find_spec does not import (no repository code runs); a package the tests reach through
+# ``src`` (pytest's ``pythonpath``, a conftest) is looked up there second.
+_PY_PROBE = ("import importlib.util, json, os, sys\n"
+             "def find(name):\n"
              "    try:\n"
              "        spec = importlib.util.find_spec(name)\n"
              "    except (ImportError, ValueError):\n"
-             "        spec = None\n"
-             "    out[name] = (spec.origin or (list(spec.submodule_search_locations or [''])[0])"
-             " if spec else None)\n"
+             "        return None\n"
+             "    return spec and (spec.origin or (list(spec.submodule_search_locations or [''])[0]))\n"
+             "out = {n: find(n) for n in sys.argv[1:]}\n"
+             "sys.path.insert(0, os.path.abspath('src'))\n"
+             "importlib.invalidate_caches()\n"
+             "out = {n: o or find(n) for n, o in out.items()}\n"
              "print('CODECORPUS-PROOF ' + json.dumps(out))\n")
 _NODE_PROBE = ("let r = null; try { r = require.resolve(process.argv[1], {paths: [process.cwd()]}) }"
                " catch (e) {} console.log('CODECORPUS-PROOF ' + JSON.stringify({[process.argv[1]]: r}))")
@@ -533,8 +539,9 @@ def prove_own_code(tree: Path, chain: str, cfg: VerifyConfig, env_dir: Path | No
     """Where the repository's own packages resolve inside the sandbox, as the tests see
     them: ``{"packages": {name: {"origin": path, "where": ...}}, "own": bool}``. ``where`` is
     ``work tree``, ``environment install of the work tree`` (a copy whose bytes equal the
-    tree's file) or ``elsewhere``/``not found``; ``own`` holds when every package is one of
-    the first two. Compiled toolchains build the work tree itself."""
+    tree's file), ``elsewhere`` or ``not found``; ``own`` holds when no package resolves
+    elsewhere and (for Python) at least one resolves to the tree or its install. Compiled
+    toolchains build the work tree itself."""
     if chain == "python":
         names = own_packages(tree)
         command = "python -c " + shlex.quote(_PY_PROBE) + " " + " ".join(names)
@@ -555,8 +562,8 @@ def prove_own_code(tree: Path, chain: str, cfg: VerifyConfig, env_dir: Path | No
     packages = {n: {"origin": origins.get(n), "where": _where(origins.get(n), tree, env_dir, chain)}
                 for n in names}
     wheres = [p["where"] for p in packages.values()]
-    own = all(w in ("work tree", "environment install of the work tree") for w in wheres) or (
-        chain == "node" and all(w in ("work tree", "not found") for w in wheres))
+    found = [w for w in wheres if w != "not found"]
+    own = "elsewhere" not in wheres and (bool(found) or chain == "node")
     return {"method": "import resolution in the fresh tree", "packages": packages, "own": own}
 
 
