@@ -295,7 +295,7 @@ def run_tests(work: Path, command: str, parser: str, reports: str, chain: str,
         if res.violation and res.violation != sb.DAEMON_LEFT_BEHIND:
             return None, res.violation, res.wall_seconds
         files = _read_reports(work, reports, Path(out_dir))
-    report = results.parse(parser, res.stdout, res.stderr, res.exit_code, files, command=command)
+    report = results.parse(parser, res.stdout, res.stderr, res.exit_code, junit=files, command=command)
     violation = res.violation  # a daemon left behind is recorded, the results still count
     return report, violation, res.wall_seconds
 

@@ -132,8 +132,11 @@ def section(page: Page, t: dict[str, pa.Table]) -> None:
     if "env_yield" not in t:
         return
     page.section("environments", "Environments and verified tasks", [
-        note("Repositories to verified environments (installed and at least one test passing in every "
-             "run, in the sandbox) to validated tasks (FAIL_TO_PASS non-empty)."),
+        note("Repositories to verified environments to validated tasks (FAIL_TO_PASS non-empty). A "
+             "verified environment ran in the sandbox with per-test results (never an exit code alone), "
+             "at least min_passed passing tests at a pass rate of at least min_pass_rate, the same counts "
+             "in a fresh checkout readied by its spec's steps, and its own packages imported from the "
+             "work tree; each step below counts the versions that got through it."),
         table_html(rows_of(t["env_yield"]), ["step", "count", "of_previous"], {"of_previous": "pct"},
                    csv_name="env_yield"),
         note("CPU-seconds of the sandboxed commands (installs and test runs, failures included)."),
