@@ -115,3 +115,26 @@ def test_a_same_named_package_installed_from_elsewhere_is_not_own_code(tmp_path)
     assert env.proof["packages"]["mypkg"]["where"] == "elsewhere"
     assert "/site-packages/mypkg/__init__.py" in env.proof["packages"]["mypkg"]["origin"]
     assert len(env.tests) == 5  # the tests did pass: only the proof refused them
+
+
+def test_the_environments_install_of_the_work_tree_is_own_code(tmp_path):
+    """The contrast: the work tree itself installed non-editable. The tests import the
+    environment's copy, whose bytes are the tree's: verified, and the fresh tree is readied
+    by re-installing itself (without dependencies)."""
+    pyproject = ('[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n\n'
+                 '[project]\nname = "mypkg"\nversion = "0.1"\n')
+    tests = ("import unittest\nimport mypkg\n\nclass T(unittest.TestCase):\n"
+             + "".join(f"    def test_{i}(self):\n        self.assertEqual(mypkg.VALUE, 'work tree')\n"
+                       for i in range(5)))
+    repo = write_tree(tmp_path / "repo", {"pyproject.toml": pyproject,
+                                          "src/mypkg/__init__.py": "VALUE = 'work tree'\n",
+                                          "tests/test_value.py": tests})
+    found = _found((VENV, "python -m pip install ."), "python -m unittest discover -v -s tests", "unittest")
+    env = verify.verify_environment(repo, _cfg(tmp_path), found)
+    if env.reason == verify.INSTALL_FAILED:
+        pytest.skip("no package index reachable: " + env.steps[-1].output_tail[-300:])
+    assert env.verified, (env.reason, env.detail)
+    assert env.ready == ("python -m pip install --no-deps .",)
+    where = env.proof["packages"]["mypkg"]
+    assert where["where"] == "environment install of the work tree", where
+    assert "/site-packages/mypkg/__init__.py" in where["origin"]
