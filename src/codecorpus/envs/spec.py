@@ -103,7 +103,8 @@ def environment_spec(env: Verification, repo: str, revision: str, box: sb.Sandbo
         "sandbox": box.kind,
         "network": {"install": "package-indexes", "test": "none"},
         "limits": box.limits.model_dump(),
-        "environment": {"TZ": "UTC", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
+        "environment": {"TZ": "UTC", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0",
+                        "CODECORPUS_RESULTS": sb.RESULTS,
                         "SOURCE_DATE_EPOCH": str(box.source_date_epoch)},
         "durations": {"install_seconds": env.install_seconds,
                       "test_seconds": round(env.test_seconds, 3),
@@ -167,6 +168,7 @@ def render_dockerfile(spec: dict) -> str:
     lines = [f"# {spec['repo']}@{spec['revision']} (cache key {spec['cache_key']})",
              f"FROM {image}",
              *(f'ENV {k}="{v}"' for k, v in env.items()),
+             f"WORKDIR {sb.RESULTS}",  # makes the reports directory the test command may write to
              f"WORKDIR {sb.WORK}", f"COPY . {sb.WORK}",
              *(f"RUN {step['command']}" for step in spec["steps"]),
              f"CMD {json.dumps(['/bin/sh', '-c', spec['test']['command']])}"]
