@@ -249,8 +249,8 @@ def _link_node_modules(work: Path, env_dir: Path, fresh: bool, cfg: VerifyConfig
     link, store = work / "node_modules", env_dir / "node_modules"
     if fresh and link.is_dir() and not link.is_symlink():
         shutil.move(str(link), str(store))
-        if not (store / ".cache").exists():
-            (store / ".cache").mkdir()
+    if store.is_dir() and not (store / ".cache").exists():  # an environment cached before
+        (store / ".cache").mkdir()
     if link.is_symlink():
         link.unlink()
     if store.is_dir() and not link.exists():
