@@ -83,6 +83,7 @@ def run(
     stopping = stop_ray_in_background() if executor.owns_ray else None
     report_seconds = write_run_report(executor.run.root, quiet)
     print_summary(result)
+    print_env_verdicts(executor.run.root)
     resumed = resume_line(result)
     if resumed:
         console.print(resumed, highlight=False)
@@ -105,6 +106,20 @@ def resume_line(result) -> str | None:
         f"resumed: {total_skipped} of {total} shards were already complete under this recipe and "
         f"were skipped ({per_stage})"
     )
+
+
+def print_env_verdicts(run_dir: Path) -> None:
+    """An environments run's verdict per repository version: verified or the drop reason,
+    tests passed and failed, wall time (nothing for a run without ``env_verify``)."""
+    from codecorpus.reports.envs import verdict_lines
+
+    try:
+        lines = verdict_lines(Path(run_dir))
+    except (OSError, ValueError) as err:  # the run is complete; only this listing failed
+        console.print(f"[red]verdicts unreadable:[/] {err}", highlight=False)
+        return
+    for line in lines:
+        console.print(line, highlight=False, markup=False)
 
 
 def write_run_report(run_dir: Path, quiet: bool = False) -> float | None:

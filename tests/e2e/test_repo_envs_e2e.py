@@ -1,21 +1,23 @@
 """The environments pipeline end to end, through the CLI on a real local Ray.
 
-A folder of small git repositories built here: Python stdlib unittest (with a bug fixed in
-a later commit: the task), pytest (pytest bound read-only from this interpreter's
-environment, as a toolchain), Node ``node --test``, one whose tests only a proposer finds,
-and a hostile one whose test sleeps forever after trying to write outside its tree. The run
-writes verified specs, a validated task with FAIL_TO_PASS, counted drops with reasons, the
-report and an RL manifest that ``manifest verify`` accepts; the second run skips every task.
+A folder of small git repositories built here, each with at least 5 tests (``min_passed``):
+Python stdlib unittest (with a bug fixed in a later commit: the task), pytest (installed
+from the package index as the package's test extra: the sandbox hides the host's), Node
+``node --test``, one whose tests only a proposer finds, and a hostile one whose test sleeps
+forever after trying to write outside its tree. The run writes verified specs (reproduced
+in a fresh checkout), a validated task with FAIL_TO_PASS, counted drops with reasons, the
+report with its honest-yield funnel, the per-repository verdicts on the console, and an RL
+manifest that ``manifest verify`` accepts; the second run skips every task.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import jsonschema
@@ -34,8 +36,15 @@ ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": 
 
 CALC_BUGGY = "def add(a, b):\n    return a + b\n\n\ndef clamp(x, lo, hi):\n    return max(lo, x)\n"
 CALC_FIXED = CALC_BUGGY.replace("max(lo, x)", "max(lo, min(x, hi))")
+KEEPS = ("test_add", "test_add_zero", "test_add_negative", "test_clamp_low", "test_clamp_inside")
 CALC_TEST = ("import unittest\n\nfrom calc import add{extra}\n\n\nclass CalcTest(unittest.TestCase):\n"
-             "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n{more}")
+             "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n"
+             "    def test_add_zero(self):\n        self.assertEqual(add(0, 0), 0)\n"
+             "    def test_add_negative(self):\n        self.assertEqual(add(-1, -1), -2)\n"
+             "    def test_clamp_low(self):\n        from calc import clamp\n"
+             "        self.assertEqual(clamp(-1, 0, 3), 0)\n"
+             "    def test_clamp_inside(self):\n        from calc import clamp\n"
+             "        self.assertEqual(clamp(2, 0, 3), 2)\n{more}")
 CLAMP_TEST = "\n    def test_clamp(self):\n        self.assertEqual(clamp(5, 0, 3), 3)\n"
 
 PROPOSER = '''
@@ -74,11 +83,14 @@ def build_repos(root: Path, outside: Path) -> dict[str, str]:
     patch = git(calc, "diff", base, "HEAD", "--", "calc.py")
     test_patch = git(calc, "diff", base, "HEAD", "--", "test_calc.py")
     commit(root / "pyt", {"lib.py": "def double(x):\n    return 2 * x\n",
+                          "pyproject.toml": ('[build-system]\nrequires = ["setuptools>=61"]\n'
+                                             'build-backend = "setuptools.build_meta"\n\n'
+                                             '[project]\nname = "lib"\nversion = "0.1"\n\n'
+                                             '[project.optional-dependencies]\ntest = ["pytest"]\n'),
                           "tests/test_lib.py": ("import pytest\n\nfrom lib import double\n\n\n"
                                                 "def test_double():\n    assert double(2) == 4\n\n\n"
-                                                "@pytest.mark.parametrize('x', [0, 1])\n"
-                                                "def test_many(x):\n    assert double(x) == x + x\n"),
-                          "conftest.py": "import sys, os\nsys.path.insert(0, os.path.dirname(__file__))\n"},
+                                                "@pytest.mark.parametrize('x', [0, 1, 2, 3])\n"
+                                                "def test_many(x):\n    assert double(x) == x + x\n")},
            "pytest project")
     commit(root / "greet", {"package.json": json.dumps({"name": "greet", "version": "1.0.0",
                                                         "scripts": {"test": "node --test"}}),
@@ -86,12 +98,15 @@ def build_repos(root: Path, outside: Path) -> dict[str, str]:
                             "test/greet.test.js": ("const test = require('node:test');\n"
                                                    "const assert = require('node:assert');\n"
                                                    "const { greet } = require('../index.js');\n"
-                                                   "test('greets', () => assert.strictEqual(greet('A'), 'Hello, A!'));\n")},
+                                                   "for (const n of ['A', 'B', 'C', 'D', 'E'])\n"
+                                                   "  test(`greets ${n}`, () => assert.strictEqual(greet(n), `Hello, ${n}!`));\n")},
            "node project")
     commit(root / "odd", {"lib.py": "def one():\n    return 1\n", "checks/__init__.py": "",
                           "checks/verify_lib.py": ("import unittest\n\nfrom lib import one\n\n\n"
-                                                   "class V(unittest.TestCase):\n    def test_one(self):\n"
-                                                   "        self.assertEqual(one(), 1)\n")}, "odd layout")
+                                                   "class V(unittest.TestCase):\n"
+                                                   + "".join(f"    def test_one_{i}(self):\n"
+                                                             "        self.assertEqual(one(), 1)\n" for i in range(5)))},
+           "odd layout")
     commit(root / "sleeper", {"test_sleep.py": (
         "import time\nimport unittest\n\n\nclass S(unittest.TestCase):\n    def test_forever(self):\n"
         f"        try:\n            open({str(outside / 'escaped.txt')!r}, 'w').write('out')\n"
@@ -128,16 +143,13 @@ def env_run(tmp_path_factory):
     modules = root / "modules"
     modules.mkdir()
     (modules / "my_proposer.py").write_text(PROPOSER)
-    site = sysconfig.get_paths()["purelib"]  # pytest, bound read-only like any toolchain
     recipe = {
         "name": "envs-e2e", "out": str(root / "run"), "workers": 2,
         "sources": [{"type": "git", "name": "repos", "path": str(root / "repos")}],
         "stages": {
             "env_discover": {},
             "env_verify": {"runs": 2, "proposer": "my_proposer:propose",
-                           "sandbox": {"limits": {"wall_seconds": 6, "cpu_seconds": 30},
-                                       "toolchain_paths": [site],
-                                       "toolchain_env": [["PYTHONPATH", site]]},
+                           "sandbox": {"limits": {"wall_seconds": 6, "cpu_seconds": 30}},
                            "install_limits": {"wall_seconds": 120}},
             "task_validate": {"tasks": str(root / "tasks.jsonl"), "max_per_repo": 20},
         },
@@ -150,7 +162,7 @@ def env_run(tmp_path_factory):
     second = cli("run", str(root / "recipe.yaml"), modules=modules)
     assert second.returncode == 0, second.stdout + second.stderr
     return {"root": root, "run": root / "run", "outside": outside, "second": second.stdout + second.stderr,
-            "snapshot": snapshot}
+            "snapshot": snapshot, "first": first.stdout + first.stderr}
 
 
 def stats(run: Path, stage: str) -> dict:
@@ -173,10 +185,14 @@ def test_verified_specs_for_each_ecosystem(env_run):
     assert set(specs) == want
     for doc in specs.values():
         jsonschema.validate(doc, envspec.schema())
-        assert doc["sandbox"] == "bwrap" and doc["tests"]["passed"] >= 1
+        assert doc["sandbox"] == "bwrap" and doc["tests"]["passed"] >= 5
+        assert doc["tests"]["fresh_tree"] == {k: doc["tests"][k] for k in ("passed", "failed", "skipped")}
+        assert doc["proof"]["own"] and doc["tests"]["min_passed"] == 5
         assert (run / "envs" / f"{envspec.spec_name(doc['repo'], doc['dependency_hash'])[:-5]}.Dockerfile").is_file()
     assert specs["calc"]["test"]["parser"] == "unittest"
-    assert specs["pyt"]["test"]["parser"] in ("junit", "pytest") and specs["pyt"]["tests"]["passed"] == 3
+    assert specs["pyt"]["test"]["parser"] in ("junit", "pytest") and specs["pyt"]["tests"]["passed"] == 5
+    assert specs["pyt"]["proof"]["packages"]["lib"]["where"] == "work tree"
+    assert specs["pyt"]["ready"] == ["python -m pip install --no-deps -e '.[test]'"]
     assert specs["odd"]["provenance"]["test"]["file"] == "proposer:my_proposer:propose"
     if "greet" in specs:
         assert specs["greet"]["test"]["parser"] == "tap"
@@ -190,6 +206,13 @@ def test_hostile_repository_is_a_counted_drop(env_run):
     assert s["rows_in"] == s["rows_out"] + sum(s["dropped"].values())
     assert not (env_run["outside"] / "escaped.txt").exists()  # nothing outside the sandbox changed
     assert s["counters"]["proposer_calls"] == 2  # odd (verified by its proposal) and sleeper (none)
+    import pyarrow.parquet as pq
+
+    rows = [r for p in sorted((run / "env_verify" / "_dropped").glob("*.parquet"))
+            for r in pq.read_table(p).to_pylist()]
+    verdict = json.loads(next(r for r in rows if r["id"].startswith("sleeper@"))["detail"])
+    assert verdict["attempts"] and all(a["test"] and a["reason"] for a in verdict["attempts"])
+    assert verdict["attempts"][0]["reason"] == "timeout" and verdict["wall_seconds"] > 0
 
 
 def test_validated_task_has_fail_to_pass(env_run):
@@ -198,7 +221,7 @@ def test_validated_task_has_fail_to_pass(env_run):
     tasks = [json.loads(line) for line in lines]
     assert [t["instance_id"] for t in tasks] == ["calc-1"]
     assert json.loads(tasks[0]["FAIL_TO_PASS"]) == ["test_calc.CalcTest.test_clamp"]
-    assert json.loads(tasks[0]["PASS_TO_PASS"]) == ["test_calc.CalcTest.test_add"]
+    assert json.loads(tasks[0]["PASS_TO_PASS"]) == sorted(f"test_calc.CalcTest.{t}" for t in KEEPS)
     assert tasks[0]["environment"].startswith("envs/calc@")
     s = stats(run, "task_validate")
     assert s["rows_in"] == 4 and s["rows_out"] == 1
@@ -221,12 +244,24 @@ def test_report_funnel_and_costs(env_run):
     report = env_run["run"] / "report"
     funnel = {r["step"]: r["count"] for r in pq.read_table(report / "env_yield.parquet").to_pylist()}
     assert funnel["repositories"] == 5 and funnel["validated tasks"] == 1
-    assert funnel["verified environments"] == (4 if shutil.which("node") else 3)
+    verified = 4 if shutil.which("node") else 3
+    assert funnel["verified environments"] == verified
+    for step in ("per-test results", "at least min_passed passing", "at least min_pass_rate",
+                 "reproduced in a fresh tree"):
+        assert funnel[step] == verified, step  # sleeper timed out before any per-test result
     costs = {r["per"]: r for r in pq.read_table(report / "env_costs.parquet").to_pylist()}
     assert costs["validated task"]["cpu_seconds_each"] > 0
     failures = pq.read_table(report / "env_failures.parquet").to_pylist()
     assert {"stage": "env_verify", "reason": "timeout", "ecosystem": "python", "count": 1} in failures
     assert "Environments and verified tasks" in (report / "index.html").read_text()
+
+
+def test_cli_prints_each_repository_verdict(env_run):
+    lines = [ln for ln in env_run["first"].splitlines() if re.match(r"^\w+@[0-9a-f]{12}: ", ln)]
+    by_repo = {ln.split("@")[0]: ln for ln in lines}
+    assert set(by_repo) == {"calc", "pyt", "odd", "sleeper"} | ({"greet"} if shutil.which("node") else set())
+    assert re.search(r": verified \(6 passed, 0 failed, [\d.]+ s\)$", by_repo["calc"])  # HEAD: test_clamp
+    assert re.search(r": timeout: .*\(0 passed, 0 failed, [\d.]+ s\)$", by_repo["sleeper"])
 
 
 def test_manifest_verifies_and_catches_a_changed_spec(env_run, tmp_path):

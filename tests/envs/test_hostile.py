@@ -44,7 +44,7 @@ def _verify(tmp_path: Path, body: str, g: dict) -> verify.Verification:
             f"{g['outside']!r}, {g['token']!r}\n"
             "class Hostile(unittest.TestCase):\n"
             "    def test_attack(self):\n" + "".join(f"        {ln}\n" for ln in body.splitlines())
-            + "    def test_fine(self):\n        self.assertTrue(True)\n")
+            + "".join(f"    def test_fine_{i}(self):\n        self.assertTrue(True)\n" for i in range(4)))
     repo = write_tree(tmp_path / "repo", {"test_hostile.py": test})
     cfg = verify.VerifyConfig(
         cache_dir=str(tmp_path / "cache"), max_tests=1,
@@ -83,10 +83,12 @@ def test_daemon_left_behind_is_recorded_and_killed(tmp_path, guard):
             "time.sleep(0.3)")
     env = _verify(tmp_path, body, guard)
     test_steps = [s for s in env.steps if s.phase == "test"]
-    assert [s.violation for s in test_steps] == [sb.DAEMON_LEFT_BEHIND] * 3
+    # three runs, then the fresh tree's
+    assert [s.violation for s in test_steps] == [sb.DAEMON_LEFT_BEHIND] * 4
     # The suite passes; the daemon is recorded on every run and dies with the namespace.
-    assert env.verified and env.tests == {"test_hostile.Hostile.test_attack": "passed",
-                                          "test_hostile.Hostile.test_fine": "passed"}
+    assert env.verified and env.tests == {
+        "test_hostile.Hostile.test_attack": "passed",
+        **{f"test_hostile.Hostile.test_fine_{i}": "passed" for i in range(4)}}
 
 
 def test_the_run_goes_on_after_a_hostile_repository(tmp_path, guard):
@@ -96,7 +98,7 @@ def test_the_run_goes_on_after_a_hostile_repository(tmp_path, guard):
         "import unittest\nclass T(unittest.TestCase):\n"
         "    def test_ok(self):\n        self.assertEqual(hashlib_free(), 3)\n"
         "def hashlib_free():\n    return 3\n")})
-    cfg = verify.VerifyConfig(cache_dir=str(tmp_path / "cache"),
+    cfg = verify.VerifyConfig(cache_dir=str(tmp_path / "cache"), min_passed=1,
                               sandbox=sb.SandboxConfig(limits=LIMITS), install_limits=LIMITS)
     env = verify.verify_environment(good, cfg)
     assert env.verified and env.tests == {"test_hostile.T.test_ok": "passed"}

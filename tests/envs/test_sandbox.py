@@ -134,3 +134,33 @@ def test_index_config_reaches_installs_without_secrets(tmp_path, monkeypatch):
     tests = sb.run(show, work, _config())  # the test phase gets none of it
     assert "index=" in tests.stdout and "registry" not in tests.stdout
     assert tests.stdout.strip().endswith("index=")
+
+
+def test_room_for_real_suites(tmp_path):
+    """A private writable /dev/shm (multiprocessing), the results directory named by
+    $CODECORPUS_RESULTS (outside the work tree), a writable tmpfs over an installed
+    environment's node_modules/.cache while the environment itself is read-only."""
+    work, env, out = tmp_path / "work", tmp_path / "env", tmp_path / "results"
+    for d in (work, env / "node_modules" / ".cache", out):
+        d.mkdir(parents=True)
+    res = sb.run("python3 -c 'import multiprocessing as m; m.Lock(); m.Queue(); print(\"shm ok\")'; "
+                 "echo '<testsuite/>' > $CODECORPUS_RESULTS/r.xml && echo $CODECORPUS_RESULTS; "
+                 "mkdir -p /env/node_modules/.cache/ava && echo cache ok; "
+                 "touch /env/node_modules/x 2>/dev/null || echo env read-only; "
+                 "stat -c %a /dev/shm", work, _config(), env_dir=env, results_dir=out)
+    assert res.stdout.splitlines() == ["shm ok", sb.RESULTS, "cache ok", "env read-only", "1777"], res
+    assert (out / "r.xml").read_text() == "<testsuite/>\n"
+    assert not list(work.iterdir()) and not list((env / "node_modules" / ".cache").iterdir())
+
+
+def test_host_package_directories_are_hidden(tmp_path):
+    from codecorpus.envs import toolchains
+
+    hidden = toolchains.host_package_dirs()
+    assert hidden  # the toolchain interpreter's site-packages at least
+    box = toolchains.with_toolchain(_config(), toolchains.toolchain("python", sb.ENV))
+    res = sb.run("for d in " + " ".join(hidden) + "; do ls -A $d | wc -l; done; echo $PATH",
+                 tmp_path, box)
+    lines = res.stdout.splitlines()
+    assert lines[:-1] == ["0"] * len(hidden)
+    assert lines[-1].startswith(sb.TOOL_BIN) and "/usr/local/bin" not in lines[-1]

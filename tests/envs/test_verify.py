@@ -19,13 +19,18 @@ pytestmark = needs_bwrap
 
 LIB = "def add(a, b):\n    return a - b\n"
 FIXED = "def add(a, b):\n    return a + b\n"
+KEEPS = tuple(f"test_keeps_{n}" for n in range(1, 5))
+# Five tests that pass with LIB and FIXED alike (min_passed is 5), test_zero last.
 UNITTESTS = ("import unittest\nfrom calc import add\n"
              "class TestCalc(unittest.TestCase):\n"
-             "    def test_zero(self):\n        self.assertEqual(add(0, 0), 0)\n")
+             + "".join(f"    def test_keeps_{n}(self):\n        self.assertEqual(add({n}, 0), {n})\n"
+                       for n in range(1, 5))
+             + "    def test_zero(self):\n        self.assertEqual(add(0, 0), 0)\n")
+CALC_IDS = [f"test_calc.TestCalc.{t}" for t in (*KEEPS, "test_zero")]
 TEST_PATCH = """--- a/tests/test_calc.py
 +++ b/tests/test_calc.py
-@@ -3,3 +3,5 @@
- class TestCalc(unittest.TestCase):
+@@ -11,3 +11,5 @@
+         self.assertEqual(add(4, 0), 4)
      def test_zero(self):
          self.assertEqual(add(0, 0), 0)
 +    def test_add(self):
@@ -54,8 +59,11 @@ def test_unittest_repo_verified_and_cached(tmp_path):
     env = verify.verify_environment(repo, cfg)
     assert env.verified and env.reason is None
     assert (env.parser, env.test) == ("unittest", disc.UNITTEST + " -s tests")
-    assert env.tests == {"test_calc.TestCalc.test_zero": "passed"}
-    assert [s.phase for s in env.steps].count("test") == 1 + cfg.runs  # root discovery ran none
+    assert env.tests == dict.fromkeys(CALC_IDS, "passed")
+    # root discovery ran none; then the runs, and one more in the fresh tree
+    assert [s.phase for s in env.steps].count("test") == 1 + cfg.runs + 1
+    assert env.fresh_tests == env.tests and env.proof["own"]
+    assert env.proof["packages"]["calc"]["where"] == "work tree"
     assert not env.cached and env.install_seconds > 0
     again = verify.verify_environment(repo, cfg)
     assert again.cached and [s.phase for s in again.steps if s.phase == "install"] == []
@@ -82,14 +90,15 @@ def test_ci_command_is_tried_first_and_its_line_recorded(tmp_path):
     env = verify.verify_environment(repo, cfg)
     assert env.verified
     assert env.test_source == (".github/workflows/ci.yml", 7)
-    assert env.tests == {"check_calc.TestCalc.test_zero": "passed"}
+    assert env.tests == {t.replace("test_calc", "check_calc"): "passed" for t in CALC_IDS}
     doc = spec.environment_spec(env, "x/calc", "HEAD", cfg.sandbox)
     assert doc["provenance"]["test"] == {"file": ".github/workflows/ci.yml", "line": 7}
 
 
 def test_failing_and_flaky_suites_are_not_verified(tmp_path):
     failing = write_tree(tmp_path / "failing", {"calc.py": LIB, "tests/test_calc.py": (
-        UNITTESTS.replace("add(0, 0), 0", "add(2, 3), 5"))})
+        "import unittest\nfrom calc import add\nclass T(unittest.TestCase):\n"
+        "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n")})
     env = verify.verify_environment(failing, _cfg(tmp_path))
     assert (env.verified, env.reason) == (False, verify.NO_PASSING_TESTS)
     flaky = write_tree(tmp_path / "flaky", {"tests/test_f.py": FLIP})
@@ -102,7 +111,7 @@ def test_flaky_tests_are_listed_beside_stable_ones(tmp_path):
                                           "tests/test_f.py": FLIP})
     env = verify.verify_environment(repo, _cfg(tmp_path))
     assert env.verified
-    assert env.tests == {"test_calc.TestCalc.test_zero": "passed"}
+    assert env.tests == dict.fromkeys(CALC_IDS, "passed")
     assert env.flaky == ["test_f.F.test_flip"]
 
 
@@ -115,7 +124,7 @@ def test_task_validation_fail_to_pass(tmp_path):
     task = verify.validate_task(repo, base, PATCH, TEST_PATCH, env, cfg)
     assert task.valid, [(s.command, s.output_tail[-400:]) for s in task.steps]
     assert task.fail_to_pass == ["test_calc.TestCalc.test_add"]
-    assert task.pass_to_pass == ["test_calc.TestCalc.test_zero"]
+    assert task.pass_to_pass == CALC_IDS
     # The repository itself is untouched: validation works in a fresh exported tree.
     assert (repo / "calc.py").read_text() == LIB
     status = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True,
@@ -151,7 +160,7 @@ def test_instances_validated_newest_first_within_the_cap(tmp_path):
     kept, dropped = verify.validate_instances(repo, rows, env, cfg, max_per_repo=1)
     assert [r["instance_id"] for r in kept] == ["x__calc-2"]
     assert json.loads(kept[0]["FAIL_TO_PASS"]) == ["test_calc.TestCalc.test_add"]
-    assert json.loads(kept[0]["PASS_TO_PASS"]) == ["test_calc.TestCalc.test_zero"]
+    assert json.loads(kept[0]["PASS_TO_PASS"]) == CALC_IDS
     assert dropped == [("x__calc-1", verify.OVER_MAX_PER_REPO)]
 
 
@@ -172,8 +181,10 @@ def test_spec_matches_the_shipped_schema(tmp_path):
     docker = spec.render_dockerfile(doc).splitlines()
     assert docker[1] == "FROM python:3.11-slim"  # the toolchain the spec was verified with
     assert [ln for ln in docker if ln.startswith(("RUN", "CMD"))] == [
-        *(f"RUN {c}" for c in env.install),
+        *(f"RUN {step['command']}" for step in doc["steps"]),
         f'CMD ["/bin/sh", "-c", "{env.test}"]']
+    assert [step["command"] for step in doc["steps"]] == list(env.install)  # nothing to ready
+    assert doc["tests"]["fresh_tree"] == {"passed": 5, "failed": 0, "skipped": 0}
     with pytest.raises(ValueError, match="not verified"):
         spec.environment_spec(verify.Verification(False, "flaky"), "x", "y", cfg.sandbox)
 
@@ -186,12 +197,14 @@ def test_node_test_repo(tmp_path):
         "test/add.test.js": ("const test = require('node:test');\n"
                              "const assert = require('node:assert');\n"
                              "test('adds', () => assert.strictEqual(1 + 1, 2));\n"
+                             "for (const n of [1, 2, 3]) test(`keeps ${n}`, () => {});\n"
                              "test('suite', async (t) => { await t.test('inner', () => {}); });\n"),
     })
     env = verify.verify_environment(repo, _cfg(tmp_path))
     assert env.verified, [(s.command, s.violation, s.output_tail[-300:]) for s in env.steps]
     assert (env.toolchain, env.parser) == ("node", "tap")
-    assert env.tests == {"adds": "passed", "suite > inner": "passed"}
+    assert env.tests == dict.fromkeys(
+        ["adds", "keeps 1", "keeps 2", "keeps 3", "suite > inner"], "passed")
 
 
 def test_pytest_repo_with_a_real_dependency(tmp_path):
@@ -204,7 +217,8 @@ def test_pytest_repo_with_a_real_dependency(tmp_path):
             '[project.optional-dependencies]\ntest = ["pytest"]\n'),
         "calc.py": FIXED,
         "tests/test_calc.py": ("import pytest\nfrom calc import add\n"
-                               "def test_add():\n    assert add(2, 3) == 5\n"
+                               "@pytest.mark.parametrize('n', range(5))\n"
+                               "def test_add(n):\n    assert add(n, 3) == n + 3\n"
                                "@pytest.mark.skip\ndef test_later():\n    pass\n")})
     cfg = _cfg(tmp_path, max_installs=1)
     env = verify.verify_environment(repo, cfg)
@@ -213,8 +227,10 @@ def test_pytest_repo_with_a_real_dependency(tmp_path):
         pytest.skip(f"no package index reachable: {installs[-1].output_tail[-300:]}")
     assert env.verified, [(s.command, s.violation, s.output_tail[-300:]) for s in env.steps]
     assert env.parser == "junit"
-    assert env.tests == {"tests.test_calc::test_add": "passed",
+    assert env.tests == {**{f"tests.test_calc::test_add[{n}]": "passed" for n in range(5)},
                          "tests.test_calc::test_later": "skipped"}
+    assert env.ready == ("python -m pip install --no-deps -e '.[test]'",)
+    assert env.proof["packages"]["calc"]["where"] == "work tree"
     assert verify.environment_dir(cfg, env) is not None
     again = verify.verify_environment(repo, cfg)
     assert again.cached and not [s for s in again.steps if s.phase == "install"]
@@ -233,7 +249,7 @@ def test_commands_the_sandbox_lacks_do_not_use_up_the_budget(tmp_path):
     assert env.verified, [(s.command, s.exit_code, s.output_tail[-200:]) for s in env.steps]
     assert [s.exit_code for s in env.steps if s.command.startswith(("uv ", "uvx "))] == [127, 127]
     assert env.test == disc.UNITTEST
-    assert env.tests == {"tests.test_calc.TestCalc.test_zero": "passed"}
+    assert env.tests == {f"tests.{t}": "passed" for t in CALC_IDS}
 
 
 def test_spec_identity_leaves_out_the_measurements(tmp_path):
@@ -264,3 +280,30 @@ def test_spec_identity_leaves_out_the_measurements(tmp_path):
     spec.write_spec({**doc, "install": [*doc["install"], "python -m pip install six"]},
                     run / "envs")
     assert [p.split(":")[1].strip() for p in rl.verify(run / "manifest.json")] == ["spec_sha256"]
+
+
+def test_dockerfile_and_spec_name_the_same_steps():
+    """One step list: the system packages an image needs, the install, the ready steps; the
+    Dockerfile's RUN lines are exactly those, in order."""
+    env = verify.Verification(
+        True, None, toolchain="python", toolchain_version="CPython 3.11.7",
+        install=('python -m venv "$ENV_DIR/venv"', "python -m pip install -e '.[test]'"),
+        test="python -m pytest -rA", parser="junit", cache_key="0" * 32, dependency_hash="1" * 64,
+        tests={f"t.py::test_{i}": "passed" for i in range(5)},
+        fresh_tests={f"t.py::test_{i}": "passed" for i in range(5)},
+        ready=("python -m pip install --no-deps -e '.[test]'",), system_packages=("git",),
+        proof={"method": "import resolution in the fresh tree", "own": True,
+               "packages": {"pkg": {"origin": "/workspace/src/pkg/__init__.py", "where": "work tree"}}})
+    doc = spec.environment_spec(env, "x/pkg", "abc", sb.SandboxConfig())
+    jsonschema.validate(doc, spec.schema())
+    assert [s["phase"] for s in doc["steps"]] == ["system", "install", "install", "ready"]
+    runs = [ln.removeprefix("RUN ") for ln in spec.render_dockerfile(doc).splitlines()
+            if ln.startswith("RUN ")]
+    assert runs == [s["command"] for s in doc["steps"]]
+    assert "git" in runs[0] and runs[-1] == env.ready[0]
+    unproven = {**doc, "proof": {**doc["proof"], "own": False}}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(unproven, spec.schema())
+    on_exit_code = {**doc, "test": {**doc["test"], "parser": "exit-code"}}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(on_exit_code, spec.schema())

@@ -32,6 +32,8 @@ def run(tmp_path: Path) -> Path:
         cache_key="0" * 32,
         dependency_hash="1" * 64,
         tests={"test_calc.CalcTest.test_add": "passed"},
+        proof={"method": "import resolution in the fresh tree", "own": True,
+               "packages": {"calc": {"origin": "/workspace/calc.py", "where": "work tree"}}},
     )
     doc = spec.environment_spec(env, "example/calc", "abc123", sb.SandboxConfig(kind="none"))
     path = spec.write_spec(doc, tmp_path / "envs")

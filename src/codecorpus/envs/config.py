@@ -38,6 +38,9 @@ class EnvVerifyConfig(Model):
     runs: int = Field(3, ge=1, description="test runs; a status that changes is flaky")
     max_installs: int = Field(3, ge=1, description="install candidates tried per toolchain")
     max_tests: int = Field(3, ge=1, description="test candidates tried per install")
+    min_passed: int = Field(5, ge=1, description="passing tests a verified environment needs")
+    min_pass_rate: float = Field(
+        0.8, ge=0, le=1, description="passed / (passed + failed) a verified environment needs (SWE-smith's 0.8)")
     cache_dir: str | None = Field(
         None, description="installed environments by content key (default: RUN/env_cache)"
     )

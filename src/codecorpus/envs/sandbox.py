@@ -5,8 +5,25 @@ Layout inside the sandbox: the host's system directories read-only (``/usr``, ``
 host paths (so shebangs and venv ``home =`` lines keep working), the repository work tree
 writable at ``/workspace``, the environment directory (the cached installed dependencies)
 at ``/env`` (writable while installing, read-only while testing), and a private tmpfs for
-``/tmp`` and ``$HOME`` (``/home/sandbox``), each capped in size. Every namespace is
-unshared; the network namespace is shared only in the install phase.
+``/tmp``, ``$HOME`` (``/home/sandbox``) and ``/dev/shm`` (``multiprocessing`` locks and
+queues live there), each capped in size. Every namespace is unshared; the network
+namespace is shared only in the install phase.
+
+Isolation from the host: the host's package directories (``hidden_paths``: every host
+interpreter's ``site-packages``/``dist-packages``) are covered by empty read-only mounts,
+and a toolchain's programs appear only as links in ``/toolchain/bin`` (``tool_links``:
+``python``, ``python3`` ... to the interpreter), never as the toolchain's whole ``bin``
+directory with its ``pytest`` and ``pip``. ``PATH`` is the environment's own prefixes
+(``/env/venv/bin``, ``/env/bin``), then ``/toolchain/bin``, then ``/usr/bin`` and ``/bin``;
+``/usr/local/bin`` (host extras) is left out. A test runner or a dependency the
+environment did not install is therefore missing, not borrowed from the host.
+
+Tool caches: ``$HOME`` is writable (npm's ``~/.npm``, pip's and pytest's caches,
+``XDG_CACHE_HOME``), and while testing an installed ``node_modules/.cache`` in the
+environment is covered by a private tmpfs (ava and xo write there, and the environment is
+read-only). ``CODECORPUS_RESULTS`` names an empty writable directory outside the work tree
+(``/results``) that test commands write their report files into; the caller reads it after
+the run (``results_dir``).
 
 Limits and why each is set where it is:
 
@@ -61,13 +78,21 @@ from pydantic import BaseModel, ConfigDict, Field
 WORK = "/workspace"
 ENV = "/env"
 HOME = "/home/sandbox"
+RESULTS = "/results"
+"""Inside the sandbox: the directory test commands write report files to (``$CODECORPUS_RESULTS``)."""
+TOOL_BIN = "/toolchain/bin"
+"""Inside the sandbox: links to the toolchains' programs (``tool_links``), on PATH after the env's."""
+WRITABLE_ENV_CACHES = ("node_modules/.cache",)
+"""Directories of an installed environment that tools write while testing (ava, xo, babel):
+a private tmpfs covers each one that exists."""
 SYSTEM_DIRS = ("/usr", "/etc", "/opt")
 SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 DEFAULT_SOURCE_DATE_EPOCH = 315532800  # 1980-01-01, the earliest date a zip file can hold
 # Host variables that say where the configured package indexes are; passed to installs only.
 INDEX_ENV_PREFIXES = ("PIP_", "UV_", "npm_config_", "NPM_CONFIG_", "CARGO_REGISTR", "GOPROXY")
 INDEX_ENV_NAMES = ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY",
-                   "NO_PROXY", "GOFLAGS", "GONOSUMDB", "GOSUMDB", "SSL_CERT_FILE")
+                   "NO_PROXY", "GOFLAGS", "GONOSUMDB", "GOSUMDB", "SSL_CERT_FILE", "SSL_CERT_DIR",
+                   "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "GIT_SSL_CAINFO")
 # Host user files that configure those indexes; copied (not bound) into the sandbox $HOME.
 INDEX_CONFIG_FILES = (".config/pip/pip.conf", ".pip/pip.conf", ".npmrc", ".yarnrc",
                       ".cargo/config.toml", ".cargo/config")
@@ -117,7 +142,7 @@ class Limits(BaseModel):
     file_size_bytes: int = Field(1 << 30, gt=0)
     open_files: int = Field(1024, gt=3)
     output_bytes: int = Field(16 << 20, gt=0, description="stdout + stderr kept before a kill")
-    tmpfs_bytes: int = Field(512 << 20, gt=0, description="size of each of /tmp and $HOME")
+    tmpfs_bytes: int = Field(512 << 20, gt=0, description="size of each of /tmp, $HOME and /dev/shm")
 
 
 class SandboxConfig(BaseModel):
@@ -128,7 +153,11 @@ class SandboxConfig(BaseModel):
     limits: Limits = Limits()
     toolchain_paths: tuple[str, ...] = Field(
         (), description="host directories bound read-only at the same path (toolchain prefixes)")
-    path_dirs: tuple[str, ...] = Field((), description="directories put first on PATH")
+    path_dirs: tuple[str, ...] = Field((), description="directories put on PATH after the environment's")
+    tool_links: tuple[tuple[str, str], ...] = Field(
+        (), description="(name, host program) linked into /toolchain/bin: the toolchains' programs")
+    hidden_paths: tuple[str, ...] = Field(
+        (), description="host directories covered by an empty read-only mount (host site-packages)")
     toolchain_env: tuple[tuple[str, str], ...] = ()
     uid_base: int = Field(1_500_000_000, gt=65535, lt=2**31 - 2**23)
     source_date_epoch: int = DEFAULT_SOURCE_DATE_EPOCH
@@ -182,32 +211,43 @@ def run(
     env_writable: bool = False,
     extra_env: Mapping[str, str] | None = None,
     merge_stderr: bool = False,
+    results_dir: Path | None = None,
 ) -> RunResult:
     """Run ``command`` (a ``/bin/sh -c`` string) in ``work_dir`` under ``config``'s sandbox.
 
     ``network`` and ``env_writable`` are for the install phase; tests run with neither.
     ``merge_stderr`` records stderr into ``stdout`` in order (runners such as cargo print
-    which target runs on stderr and its tests on stdout).
+    which target runs on stderr and its tests on stdout). ``results_dir``, a host
+    directory, is bound writable at ``/results`` and named by ``$CODECORPUS_RESULTS``.
     The working directory is ``/workspace`` and ``$ENV_DIR`` names the environment directory
     (``/env``), so commands read the same in every run.
     """
     work_dir, env_dir = Path(work_dir).resolve(), env_dir and Path(env_dir).resolve()
+    results_dir = results_dir and Path(results_dir).resolve()
     if config.kind == "none":
         inside_work, inside_env = str(work_dir), str(env_dir or "")
+        inside_results = str(results_dir or "")
     else:
         inside_work, inside_env = WORK, ENV if env_dir else ""
+        inside_results = RESULTS if results_dir else ""
         grant(work_dir, config)
         if env_dir and env_writable:
             grant(env_dir, config)
+        if results_dir:
+            grant(results_dir, config)
     home = tempfile.mkdtemp(prefix="sandbox-home-") if config.kind == "none" else HOME
-    env = _environment(config, inside_work, inside_env, home, network, extra_env or {})
+    tools = _host_tool_dir(config, home) if config.kind == "none" else TOOL_BIN
+    env = _environment(config, inside_work, inside_env, home, tools, network, extra_env or {})
+    if inside_results:
+        env["CODECORPUS_RESULTS"] = inside_results
     status_r, status_w = os.pipe()
     inner = _inner_argv(command, config, status_w)
     info_r = None
     if config.kind == "none":
         argv, files, cwd = inner, [], str(work_dir)
     else:
-        argv, files = _bwrap_argv(config, work_dir, env_dir, network, env_writable, inner)
+        argv, files = _bwrap_argv(config, work_dir, env_dir, network, env_writable, inner,
+                                  results_dir)
         info_r, info_w = os.pipe()  # bubblewrap writes its first child's host pid here
         files.append(info_w)
         argv[1:1] = ["--info-fd", str(info_w)]
@@ -225,17 +265,38 @@ def run(
             shutil.rmtree(home, ignore_errors=True)
 
 
-def _environment(config: SandboxConfig, work: str, env_dir: str, home: str, network: bool,
-                 extra: Mapping[str, str]) -> dict[str, str]:
-    path = [*config.path_dirs, "/usr/local/bin", "/usr/bin", "/bin"]
+def _host_tool_dir(config: SandboxConfig, home: str) -> str:
+    """``kind: none``: the tool links made in a directory of the private $HOME."""
+    tools = Path(home) / ".toolchain-bin"
+    tools.mkdir()
+    for name, target in config.tool_links:
+        (tools / name).symlink_to(target)
+    return str(tools)
+
+
+def sandbox_path(env_dir: str, tools: str, path_dirs: Sequence[str]) -> str:
+    """PATH inside the sandbox: the environment's prefixes first, then the toolchains' links,
+    their extra directories, and the system's; never ``/usr/local/bin``.
+
+    >>> sandbox_path("/env", "/toolchain/bin", ())
+    '/env/venv/bin:/env/bin:/toolchain/bin:/usr/bin:/bin'
+    """
+    path = [tools, *path_dirs, "/usr/bin", "/bin"]
     if env_dir:
         path = [f"{env_dir}/venv/bin", f"{env_dir}/bin", *path]
+    return ":".join(dict.fromkeys(path))
+
+
+def _environment(config: SandboxConfig, work: str, env_dir: str, home: str, tools: str,
+                 network: bool, extra: Mapping[str, str]) -> dict[str, str]:
     env = {
-        "PATH": ":".join(path), "HOME": home, "TMPDIR": "/tmp" if home == HOME else home, "USER": "sandbox",
+        "PATH": sandbox_path(env_dir, tools, config.path_dirs), "HOME": home,
+        "TMPDIR": "/tmp" if home == HOME else home, "USER": "sandbox",
         "LOGNAME": "sandbox", "TZ": "UTC", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
         "PYTHONHASHSEED": "0", "SOURCE_DATE_EPOCH": str(config.source_date_epoch),
         "CI": "true", "NO_COLOR": "1", "TERM": "dumb", "PYTHONDONTWRITEBYTECODE": "1",
-        "WORK_DIR": work, "ENV_DIR": env_dir,
+        "PYTHONNOUSERSITE": "1", "XDG_CACHE_HOME": f"{home}/.cache",
+        "npm_config_cache": f"{home}/.npm", "WORK_DIR": work, "ENV_DIR": env_dir,
     }
     if network:
         env.update({k: v for k, v in os.environ.items()
@@ -276,7 +337,8 @@ def _inner_argv(command: str, config: SandboxConfig, status_fd: int) -> list[str
 
 
 def _bwrap_argv(config: SandboxConfig, work: Path, env_dir: Path | None, network: bool,
-                env_writable: bool, inner: list[str]) -> tuple[list[str], list[int]]:
+                env_writable: bool, inner: list[str], results_dir: Path | None = None,
+                ) -> tuple[list[str], list[int]]:
     """bubblewrap's arguments and the fds it reads (copied index config files)."""
     size = str(config.limits.tmpfs_bytes)
     # --unshare-all spelled out: as root the user namespace is left out, because setpriv
@@ -300,16 +362,43 @@ def _bwrap_argv(config: SandboxConfig, work: Path, env_dir: Path | None, network
     args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", size,
              "--tmpfs", "/tmp", "--perms", "0755", "--dir", "/home"]
     args += ["--perms", "0777", "--size", size, "--tmpfs", HOME]
+    args += ["--perms", "1777", "--size", size, "--tmpfs", "/dev/shm"]
     made: set[str] = set()
     for path in config.toolchain_paths:
         args += [*_parents(path, made), "--ro-bind", path, path]
+    args += _isolation(config)
     args += ["--bind", str(work), WORK]
     if env_dir:
-        args += ["--bind" if env_writable else "--ro-bind", str(env_dir), ENV]
+        args += _env_mounts(env_dir, env_writable, size)
+    if results_dir:
+        args += ["--bind", str(results_dir), RESULTS]
     files: list[int] = []
     if network:
         args += _index_config(files)
     return [*args, "--chdir", WORK, "--", *inner], files
+
+
+def _env_mounts(env_dir: Path, writable: bool, size: str) -> list[str]:
+    """The environment at ``/env``; while testing (read-only), a private tmpfs over each of
+    its tool caches (``WRITABLE_ENV_CACHES``)."""
+    args = ["--bind" if writable else "--ro-bind", str(env_dir), ENV]
+    for rel in () if writable else WRITABLE_ENV_CACHES:
+        if (env_dir / rel).is_dir() and not (env_dir / rel).is_symlink():
+            args += ["--perms", "1777", "--size", size, "--tmpfs", f"{ENV}/{rel}"]
+    return args
+
+
+def _isolation(config: SandboxConfig) -> list[str]:
+    """The host's package directories covered (after the binds that hold them), and the
+    toolchains' programs linked into ``/toolchain/bin``."""
+    args = []
+    for path in config.hidden_paths:
+        if os.path.isdir(path):
+            args += ["--perms", "0555", "--size", "4096", "--tmpfs", path, "--remount-ro", path]
+    args += ["--perms", "0755", "--dir", "/toolchain", "--perms", "0755", "--dir", TOOL_BIN]
+    for name, target in config.tool_links:
+        args += ["--symlink", target, f"{TOOL_BIN}/{name}"]
+    return args
 
 
 def _parents(path: str, made: set[str]) -> list[str]:
@@ -551,7 +640,7 @@ def _evidence(text: str) -> tuple[str, str] | None:
         if m:
             return reason, _line_of(text, m.start())
     for m in _DENIED_PATH.finditer(text):
-        if not m.group(1).startswith((WORK, ENV, HOME + "/", "/tmp/", "/dev/")):
+        if not m.group(1).startswith((WORK, ENV, HOME + "/", "/tmp/", "/dev/", RESULTS)):
             return SANDBOX_VIOLATION, _line_of(text, m.start())
     return None
 

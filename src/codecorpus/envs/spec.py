@@ -6,7 +6,16 @@ sandbox policy, what it cost, and where each command was read.
 
 Two fields are measurements (``MEASURED``), different on every run of the same inputs:
 ``durations`` (install and test seconds, CPU seconds) and ``tests`` (the counts of passed,
-failed and skipped tests and the flaky ids the runs observed). Everything else is the
+failed and skipped tests, the flaky ids the runs observed, the known failures, and the
+counts of the fresh checkout's run, equal to the install tree's in a verified spec).
+
+``steps`` is the one list of what builds the environment: the system packages an image
+needs (``system``: git for a VCS-versioned build, a C compiler for extensions; the
+sandbox's host toolchains have them), the ``install`` commands, and the ``ready`` commands
+that ready every fresh checkout (the tree's re-install: generated version files, compiled
+extensions). ``render_dockerfile`` writes its ``RUN`` lines from this list alone, so the
+spec and its Dockerfile name the same steps. ``proof`` records where the repository's own
+packages resolved when its tests ran in the fresh tree. Everything else is the
 environment's identity, a function of the repository version, the host toolchains (their
 versions are in ``toolchain`` and in ``cache_key``) and the recipe: ``identity_hash`` is
 the sha256 over it, which the RL manifest records, so re-running a recipe gives the same
@@ -47,16 +56,32 @@ def schema() -> dict:
     return json.loads(SCHEMA_PATH.read_text())
 
 
+def build_steps(env: Verification) -> list[dict[str, str]]:
+    """The environment's steps in order: system packages (for an image), install, ready."""
+    steps = []
+    if env.system_packages:
+        steps.append({"phase": "system", "command": (
+            "apt-get update && apt-get install -y --no-install-recommends "
+            + " ".join(sorted(env.system_packages)) + " && rm -rf /var/lib/apt/lists/*")})
+    steps += [{"phase": "install", "command": c} for c in env.install]
+    steps += [{"phase": "ready", "command": c} for c in env.ready]
+    return steps
+
+
 def environment_spec(env: Verification, repo: str, revision: str, box: sb.SandboxConfig,
-                     dependency_files: tuple[str, ...] = ()) -> dict:
+                     dependency_files: tuple[str, ...] = (), min_passed: int | None = None,
+                     min_pass_rate: float | None = None) -> dict:
     """The spec of a verified environment (raises ValueError for an unverified one)."""
     if not env.verified:
         raise ValueError(f"{repo}@{revision}: not verified ({env.reason}); specs are written "
                          "for verified environments only")
     statuses = list(env.tests.values())
-    selector = SELECTORS[env.parser]
+    fresh = list(env.fresh_tests.values())
+    selector = SELECTORS.get(env.parser, "{command}")
     if env.parser == "junit" and "pytest" in env.test:
         selector = SELECTORS["pytest"]
+    thresholds = {k: v for k, v in (("min_passed", min_passed), ("min_pass_rate", min_pass_rate))
+                  if v is not None}
     return {
         "format_version": FORMAT_VERSION,
         "repo": repo,
@@ -66,8 +91,14 @@ def environment_spec(env: Verification, repo: str, revision: str, box: sb.Sandbo
         "cache_key": env.cache_key,
         "toolchain": {"name": env.toolchain, "version": env.toolchain_version},
         "install": list(env.install),
+        "install_notes": list(env.install_notes),
+        "ready": list(env.ready),
+        "system_packages": sorted(env.system_packages),
+        "steps": build_steps(env),
         "test": {"command": env.test, "parser": env.parser, "reports": env.reports,
+                 "runner": env.runner,
                  "selector_template": selector.replace("{command}", env.test)},
+        "proof": env.proof,
         "sandbox": box.kind,
         "network": {"install": "package-indexes", "test": "none"},
         "limits": box.limits.model_dump(),
@@ -79,7 +110,10 @@ def environment_spec(env: Verification, repo: str, revision: str, box: sb.Sandbo
         "provenance": {"install": {"file": env.install_source[0], "line": env.install_source[1]},
                        "test": {"file": env.test_source[0], "line": env.test_source[1]}},
         "tests": {"passed": statuses.count("passed"), "failed": statuses.count("failed"),
-                  "skipped": statuses.count("skipped"), "flaky": sorted(env.flaky)},
+                  "skipped": statuses.count("skipped"), "flaky": sorted(env.flaky),
+                  "known_failures": env.known_failures,
+                  "fresh_tree": {s: fresh.count(s) for s in ("passed", "failed", "skipped")},
+                  **thresholds},
     }
 
 
@@ -120,7 +154,9 @@ _BASE_IMAGES = {"python": "python:{major_minor}-slim", "node": "node:{major}-boo
 
 def render_dockerfile(spec: dict) -> str:
     """A Dockerfile that rebuilds a spec's environment, for users who have Docker: the same
-    paths (/workspace, /env), fixed variables, install commands and test command."""
+    paths (/workspace, /env), fixed variables, the spec's ``steps`` (system packages,
+    install, ready: one ``RUN`` each, in order) and its test command. A fresh checkout
+    mounted at /workspace is readied by running the ``ready`` steps again."""
     chain, version = spec["toolchain"]["name"], spec["toolchain"]["version"]
     numbers = re.findall(r"\d+", version)
     image = _BASE_IMAGES[chain].format(
@@ -131,6 +167,6 @@ def render_dockerfile(spec: dict) -> str:
              f"FROM {image}",
              *(f'ENV {k}="{v}"' for k, v in env.items()),
              f"WORKDIR {sb.WORK}", f"COPY . {sb.WORK}",
-             *(f"RUN {cmd}" for cmd in spec["install"]),
+             *(f"RUN {step['command']}" for step in spec["steps"]),
              f"CMD {json.dumps(['/bin/sh', '-c', spec['test']['command']])}"]
     return "\n".join(lines) + "\n"

@@ -10,8 +10,12 @@
   newest first, is one row with the ranked candidates read from its newest commit, each
   with file and line.
 - ``env_verify``: per row, the candidates run in the sandbox (``verify.verify_environment``
-  in a fresh tree); a verified version writes ``envs/<repo>@<hash>.json`` (checked against
-  the shipped schema) and a Dockerfile beside it, a failed one is a drop with its reason.
+  in a fresh tree, reproduced in a second fresh checkout of the same commit); a verified
+  version writes ``envs/<repo>@<hash>.json`` (checked against the shipped schema) and a
+  Dockerfile beside it, a failed one is a drop with its reason and, in its detail, every
+  attempt's commands and reason, the runner, the counts and the wall time (``verdict``).
+  Its counters feed the report's honest-yield funnel: versions with per-test results, at
+  least ``min_passed`` passing, at least ``min_pass_rate``, reproduced in a fresh tree.
   When the heuristics find nothing or all fail, the recipe's proposer is asked
   (``envs/propose.py``) and its exchange is saved under ``traces/env_verify/``.
 - ``task_validate``: the SWE-bench-format task candidates of ``task_validate.tasks``, one task
@@ -343,6 +347,8 @@ def verify_config(cfg: EnvVerifyConfig, run_root: Path) -> verify.VerifyConfig:
         runs=cfg.runs,
         max_installs=cfg.max_installs,
         max_tests=cfg.max_tests,
+        min_passed=cfg.min_passed,
+        min_pass_rate=cfg.min_pass_rate,
     )
 
 
@@ -352,23 +358,58 @@ def _failures(env: verify.Verification) -> list[dict[str, Any]]:
 
 
 def _record(env: verify.Verification) -> str:
-    """The verification without its steps: what ``task_validate`` needs to rebuild it."""
+    """The verification without its steps and attempts: what ``task_validate`` needs to
+    rebuild it."""
     data = asdict(env)
     data.pop("steps")
+    data.pop("attempts")
     return json.dumps(data, sort_keys=True)
 
 
 def verification_of(text: str) -> verify.Verification:
     data = json.loads(text)
-    for key in ("install", "install_source", "test_source"):
-        data[key] = tuple(data[key])
+    for key in ("install", "install_source", "test_source", "ready", "install_notes",
+                "system_packages"):
+        if key in data:
+            data[key] = tuple(data[key])
     return verify.Verification(**data)
+
+
+RULES = ("per_test_results", "min_passed", "min_pass_rate", "fresh_tree")
+"""The honest-yield funnel's counters: versions that passed each rule, in order."""
+_FAILS_AT = {verify.NO_PASSING_TESTS: 1, verify.FLAKY: 1, verify.TOO_FEW_PASSED: 1,
+             verify.LOW_PASS_RATE: 2, verify.READY_FAILED: 3, verify.FRESH_TREE_MISMATCH: 3,
+             verify.NOT_OWN_CODE: 3}
+
+
+def rules_passed(env: verify.Verification) -> list[str]:
+    """The rules a version's verification got through (all of them when verified)."""
+    if env.verified:
+        return list(RULES)
+    return list(RULES[: _FAILS_AT.get(env.reason or "", 0)])
+
+
+def verdict(env: verify.Verification) -> dict[str, Any]:
+    """What the user sees per repository version: verified or the reason (and its detail),
+    tests passed and failed, wall and CPU seconds, and every attempt's commands and reason."""
+    c = verify.counts(env.tests)
+    attempts = [{**{k: a.get(k) for k in ("install", "test", "reason", "runner")},
+                 "detail": (a.get("detail") or "")[:400]} for a in env.attempts]
+    out = {"verified": env.verified, "reason": env.reason, "detail": env.detail[:600],
+           "runner": env.runner, "passed": c["passed"], "failed": c["failed"],
+           "wall_seconds": env.wall_seconds, "cpu_seconds": env.cpu_seconds,
+           "attempts": attempts}
+    while len(json.dumps(out)) > 16000 and out["attempts"]:
+        out["attempts"] = out["attempts"][:-1]  # the first attempts are the best ranked
+        out["attempts_left_off"] = out.get("attempts_left_off", 0) + 1
+    return out
 
 
 def _write_outputs(root: Path, row: dict, env: verify.Verification, cfg: EnvVerifyConfig) -> str:
     """Write a verified version's spec (schema-checked) and Dockerfile; the spec's file name."""
     doc = envspec.environment_spec(env, row[schema.REPO], row["revision"], cfg.sandbox,
-                                   tuple(row["dependency_files"]))
+                                   tuple(row["dependency_files"]), cfg.min_passed,
+                                   cfg.min_pass_rate)
     jsonschema.validate(doc, envspec.schema())
     path = envspec.write_spec(doc, root / schema.ENVS_DIR)
     if cfg.dockerfile:
@@ -387,7 +428,8 @@ def _ask_proposer(row: dict, env: verify.Verification, found: disc.Discovery, cf
                                   [*found.installs, *found.tests])
         proposed, messages, problem = propose.propose(cfg.proposer, cfg.proposer_config, req,
                                                       row["dependency_hash"])
-        outcome = env if proposed is None else verify.verify_environment(tree, vcfg, proposed)
+        outcome = env if proposed is None else verify.verify_environment(
+            tree, vcfg, proposed, fresh=functools.partial(verify.fresh_tree, gitdir, revision))
     steps = [*env.steps, *(outcome.steps if outcome is not env else [])]
     if proposed is None:
         text = f"not run: {problem}"
@@ -396,17 +438,20 @@ def _ask_proposer(row: dict, env: verify.Verification, found: disc.Discovery, cf
     trace = propose.trace_record(messages, row[schema.REPO], revision, cfg.proposer, text, proposed)
     name = envspec.spec_name(row[schema.REPO], row["dependency_hash"]).removesuffix(".json")
     atomic_write_bytes(root / schema.ENV_TRACES_DIR / f"{name}.jsonl", (json.dumps(trace, sort_keys=True) + "\n").encode())
-    return replace(outcome, steps=steps)
+    return replace(outcome, steps=steps, attempts=[*env.attempts, *(
+        outcome.attempts if outcome is not env else [])])
 
 
 def verify_version(row: dict, cfg: EnvVerifyConfig, vcfg: verify.VerifyConfig, root: Path,
                    ) -> tuple[verify.Verification, bool]:
     """Verify one version row (heuristics first, then the proposer); whether the proposer ran."""
     found = discovery_of(row)
+    gitdir = repository_of(row)
     with tempfile.TemporaryDirectory(prefix="env-") as tmp:
         tree = Path(tmp) / "tree"
-        verify.fresh_tree(repository_of(row), row["revision"], tree)
-        env = verify.verify_environment(tree, vcfg, found)
+        verify.fresh_tree(gitdir, row["revision"], tree)
+        env = verify.verify_environment(
+            tree, vcfg, found, fresh=functools.partial(verify.fresh_tree, gitdir, row["revision"]))
     if env.verified or cfg.proposer is None:
         return env, False
     return _ask_proposer(row, env, found, cfg, vcfg, root), True
@@ -422,7 +467,9 @@ def verify_table(table: pa.Table, cfg: EnvVerifyConfig, root: str) -> MapResult:
         tests_ran = [s for s in env.steps if s.phase == "test"]
         cpu = round(sum(s.cpu_seconds for s in env.steps), 3)
         counters.update(versions=1, installed=int(bool(tests_ran)), test_runs=len(tests_ran),
-                        proposer_calls=int(asked), cpu_ms=round(cpu * 1000))
+                        proposer_calls=int(asked), cpu_ms=round(cpu * 1000),
+                        wall_ms=round(env.wall_seconds * 1000))
+        counters.update(rules_passed(env))
         if env.verified:
             lang = env.toolchain or row[schema.LANG]
             env_file = _write_outputs(Path(root), row, env, cfg)
@@ -431,8 +478,7 @@ def verify_table(table: pa.Table, cfg: EnvVerifyConfig, root: str) -> MapResult:
         else:
             dropped.append(row)
             reasons.append(env.reason or verify.NO_TESTS_FOUND)
-            last = _failures(env)[-1:] or [{}]
-            details.append(json.dumps({"cpu_seconds": cpu, **last[0]}, sort_keys=True)[:2000])
+            details.append(json.dumps(verdict(env), sort_keys=True))
     out_schema = VERSION_SCHEMA
     for f in ENV_COLUMNS:
         out_schema = out_schema.append(f)

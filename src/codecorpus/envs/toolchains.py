@@ -4,11 +4,18 @@ A toolchain is trusted host software (an interpreter, a compiler, a package mana
 prefix is bound read-only into the sandbox at the same path. Each toolchain's dependency
 store points into the environment directory (``$ENV_DIR``), so one install is cached and
 shared by every commit whose dependency files hash alike.
+
+Python is the interpreter alone: its programs are linked into the sandbox's
+``/toolchain/bin`` (``python``, ``python3``, ``python3.X``) instead of putting its ``bin``
+(with the host's ``pytest`` and ``pip``) on PATH, and every host ``site-packages`` and
+``dist-packages`` directory (``host_package_dirs``) is hidden, whatever the toolchain. The
+repository's test runner and dependencies must come from the environment's install.
 """
 
 from __future__ import annotations
 
 import functools
+import glob
 import os
 import platform
 import re
@@ -34,6 +41,8 @@ class Toolchain:
     path_dirs: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     test_env: dict[str, str] = field(default_factory=dict)
+    links: tuple[tuple[str, str], ...] = ()
+    """(name, host program) linked into the sandbox's /toolchain/bin."""
 
 
 @functools.cache
@@ -73,9 +82,9 @@ def toolchain(name: str, env_dir: str) -> Toolchain:
     sandboxed command sees)."""
     if name == "python":
         prefix = os.path.realpath(sys.base_prefix)
-        return Toolchain("python", f"CPython {platform.python_version()}", (prefix,),
-                         (f"{prefix}/bin",), {"PIP_NO_INPUT": "1", "PIP_PROGRESS_BAR": "off",
-                                              "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+        return Toolchain("python", f"CPython {platform.python_version()}", (prefix,), (),
+                         {"PIP_NO_INPUT": "1", "PIP_PROGRESS_BAR": "off",
+                          "PIP_DISABLE_PIP_VERSION_CHECK": "1"}, links=python_links(prefix))
     if name == "node":
         return Toolchain("node", _version(("node", "--version")),
                          env={"npm_config_update_notifier": "false", "npm_config_fund": "false",
@@ -100,6 +109,26 @@ def toolchain(name: str, env_dir: str) -> Toolchain:
     raise ValueError(f"unknown toolchain {name!r}")
 
 
+def python_links(prefix: str) -> tuple[tuple[str, str], ...]:
+    """The interpreter's names, each linked to the interpreter binary under ``prefix``."""
+    major, minor = sys.version_info[:2]
+    binary = f"{prefix}/bin/python{major}.{minor}"
+    if not os.path.exists(binary):
+        binary = os.path.realpath(sys.executable)
+    return tuple((n, binary) for n in ("python", f"python{major}", f"python{major}.{minor}"))
+
+
+@functools.cache
+def host_package_dirs() -> tuple[str, ...]:
+    """Every host interpreter's package directories: the toolchain interpreter's
+    ``site-packages`` and the system's ``dist-packages``, hidden in every sandbox."""
+    prefix = os.path.realpath(sys.base_prefix)
+    patterns = (f"{prefix}/lib/python3*/site-packages", "/usr/lib/python3/dist-packages",
+                "/usr/lib/python3*/site-packages", "/usr/local/lib/python3*/dist-packages",
+                "/usr/local/lib/python3*/site-packages")
+    return tuple(sorted({p for pat in patterns for p in glob.glob(pat) if os.path.isdir(p)}))
+
+
 NAMES = ("python", "node", "rust", "go", "java-maven", "java-gradle", "cmake", "make")
 
 
@@ -110,9 +139,13 @@ def host_versions() -> dict[str, str]:
 
 
 def with_toolchain(config: SandboxConfig, chain: Toolchain) -> SandboxConfig:
-    """``config`` with the toolchain's prefixes bound, first on PATH, and its variables set."""
+    """``config`` with the toolchain's prefixes bound, its programs linked, its variables set,
+    and the host's package directories hidden."""
     paths = tuple(dict.fromkeys((*config.toolchain_paths, *chain.paths)))
     dirs = tuple(dict.fromkeys((*chain.path_dirs, *config.path_dirs)))
     env = tuple(sorted({**dict(config.toolchain_env), **chain.env}.items()))
+    links = tuple(dict((*config.tool_links, *chain.links)).items())
+    hidden = tuple(dict.fromkeys((*config.hidden_paths, *host_package_dirs())))
     return config.model_copy(update={"toolchain_paths": paths, "path_dirs": dirs,
-                                     "toolchain_env": env})
+                                     "toolchain_env": env, "tool_links": links,
+                                     "hidden_paths": hidden})
