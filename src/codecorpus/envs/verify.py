@@ -1041,6 +1041,14 @@ def _env_for_tree(tree: Path, env: Verification, cfg: VerifyConfig,
     return env_dir
 
 
+def environment_for_tree(tree: Path, env: Verification, cfg: VerifyConfig,
+                         steps: list[Step]) -> Path | bool | None:
+    """The environment directory of a verified environment for a fresh tree (the node's
+    cached install, made once when missing); False when the install fails. Sessions
+    (``envs/session.py``) open their trees with it."""
+    return _env_for_tree(tree, env, cfg, steps)
+
+
 def verification_record(env: Verification) -> dict:
     """A JSON-ready dict of a verification (steps included)."""
     return asdict(env)

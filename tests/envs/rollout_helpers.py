@@ -1,0 +1,65 @@
+"""A planted task for the rollout tests: a tiny Python repository with a bug, its verified
+environment (spec written as env_verify writes it) and its validated task."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from envs_helpers import git_repo
+
+from codecorpus.envs import sandbox as sb
+from codecorpus.envs import spec as envspec
+from codecorpus.envs import verify
+from codecorpus.envs.session import SessionConfig, TaskEntry
+
+LIB = "def add(a, b):\n    return a - b\n"
+FIXED = "def add(a, b):\n    return a + b\n"
+UNITTESTS = ("import unittest\nfrom calc import add\n"
+             "class TestCalc(unittest.TestCase):\n"
+             + "".join(f"    def test_keeps_{n}(self):\n        self.assertEqual(add({n}, 0), {n})\n"
+                       for n in range(1, 5))
+             + "    def test_zero(self):\n        self.assertEqual(add(0, 0), 0)\n")
+TEST_PATCH = """--- a/tests/test_calc.py
++++ b/tests/test_calc.py
+@@ -11,3 +11,5 @@
+         self.assertEqual(add(4, 0), 4)
+     def test_zero(self):
+         self.assertEqual(add(0, 0), 0)
++    def test_add(self):
++        self.assertEqual(add(2, 3), 5)
+"""
+PATCH = """--- a/calc.py
++++ b/calc.py
+@@ -1,2 +1,2 @@
+ def add(a, b):
+-    return a - b
++    return a + b
+"""
+F2P = "test_calc.TestCalc.test_add"
+
+
+def limits() -> sb.Limits:
+    return sb.Limits(wall_seconds=120, processes=128, memory_bytes=1 << 30)
+
+
+def planted_task(root: Path) -> tuple[TaskEntry, SessionConfig]:
+    """The repository, its environment verified into ``root/cache`` and its validated task."""
+    repo = root / "repo"
+    base = git_repo(repo, {"calc.py": LIB, "tests/test_calc.py": UNITTESTS})
+    vcfg = verify.VerifyConfig(cache_dir=str(root / "cache"), sandbox=sb.SandboxConfig(limits=limits()),
+                               install_limits=limits(), runs=2)
+    env = verify.verify_revision(repo, base, vcfg)
+    assert env.verified, env.reason
+    spec = envspec.environment_spec(env, "example/calc", base, vcfg.sandbox)
+    task = verify.validate_task(repo, base, PATCH, TEST_PATCH, env, vcfg)
+    assert task.valid and task.fail_to_pass == [F2P], task.reason
+    record = {"instance_id": "example__calc-1", "repo": "example/calc", "base_commit": base,
+              "patch": PATCH, "test_patch": TEST_PATCH, "FAIL_TO_PASS": json.dumps(task.fail_to_pass),
+              "PASS_TO_PASS": json.dumps(task.pass_to_pass), "environment": "envs/calc.json"}
+    cfg = SessionConfig(cache_dir=str(root / "cache"), work_root=str(root / "sessions"),
+                        sandbox=sb.SandboxConfig(limits=limits()),
+                        command_limits=limits().model_copy(update={
+                            "output_bytes": 1 << 16, "file_size_bytes": 8 << 20, "processes": 64}),
+                        test_limits=limits(), disk_bytes=32 << 20)
+    return TaskEntry(record, spec, repo), cfg
