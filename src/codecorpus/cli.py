@@ -397,10 +397,7 @@ def manifest_export_hf(
 ) -> None:
     """Write the set as Parquet that datasets' load_dataset and TRL's SFTTrainer read (docs/manifests-hf.md)."""
     from codecorpus.manifests.hf import ExportError, export_hf
-    from codecorpus.storage.pandas_probe import answer_pandas_probe
 
-    if _OWN_PROCESS:  # the export converts numpy arrays only: pyarrow need not import pandas
-        answer_pandas_probe()
     try:
         sidecar = export_hf(set_dir, dest, per_example=per_example, all_ones_mask=all_ones_mask, id_dtype=id_dtype)
     except (ExportError, FileNotFoundError) as err:
