@@ -164,7 +164,8 @@ def test_a_patch_rewriting_the_tests_does_not_grade_itself(planted, outside):
         s.write_file("tests/test_calc.py", cheat)
         s.write_file("tests/test_more.py", "raise SystemExit(0)\n")
         report = s.evaluate()
-        assert report["patch_successfully_applied"] and not report["resolved"], report
+        assert report["patch_successfully_applied"] and report["reason"] is None, report
+        assert not report["resolved"]
         assert report["tests_status"]["FAIL_TO_PASS"]["failure"] == [F2P]
         s.run("rm tests/test_more.py", timeout=10)
         s.write_file("calc.py", FIXED)  # the fix beside the rewritten tests: graded on the task's tests

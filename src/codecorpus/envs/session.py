@@ -348,7 +348,7 @@ def open_session(entry: TaskEntry, cfg: SessionConfig) -> Session:
 
 # ---------------------------------------------------------------- diff and grading
 
-_DIFF_PATHS = re.compile(r"^diff --git a/(\S+) b/(\S+)$", re.M)
+_DIFF_PATHS = re.compile(r"^(?:diff --git a/(\S+) b/(\S+)|(?:---|\+\+\+) [ab]/(\S+))", re.M)
 
 
 def diff_against_base(entry: TaskEntry, tree: Path, scratch: Path) -> str:
@@ -366,7 +366,12 @@ def diff_against_base(entry: TaskEntry, tree: Path, scratch: Path) -> str:
 
 
 def _test_files(test_patch: str) -> list[str]:
-    return sorted({p for pair in _DIFF_PATHS.findall(test_patch) for p in pair})
+    """The paths a unified diff touches (with or without ``diff --git`` lines).
+
+    >>> _test_files("--- a/t/x.py\\n+++ b/t/x.py\\n--- /dev/null\\n+++ b/t/new.py\\n")
+    ['t/new.py', 't/x.py']
+    """
+    return sorted({p for found in _DIFF_PATHS.findall(test_patch) for p in found if p})
 
 
 def _reset_test_files(tree: Path, test_patch: str) -> None:
@@ -392,10 +397,10 @@ def _graded(task: dict) -> tuple[list[str], list[str]]:
     return ids("FAIL_TO_PASS"), ids("PASS_TO_PASS")
 
 
-def tests_status(statuses: dict[str, str], f2p: list[str], p2p: list[str]) -> dict:
+def graded_status(statuses: dict[str, str], f2p: list[str], p2p: list[str]) -> dict:
     """SWE-bench's ``tests_status``: each graded list split into success and failure.
 
-    >>> tests_status({"a": "passed", "b": "failed"}, ["a"], ["b", "c"])["PASS_TO_PASS"]
+    >>> graded_status({"a": "passed", "b": "failed"}, ["a"], ["b", "c"])["PASS_TO_PASS"]
     {'success': [], 'failure': ['b', 'c']}
     """
     def split(ids: list[str]) -> dict[str, list[str]]:
@@ -415,7 +420,7 @@ def resolved_by(status: dict) -> bool:
 def _report(task: dict, patch: str, applied: bool, statuses: dict[str, str], reason: str | None,
             runs: int, reward: Reward | None) -> dict:
     f2p, p2p = _graded(task)
-    status = tests_status(statuses, f2p, p2p)
+    status = graded_status(statuses, f2p, p2p)
     report = {"instance_id": task["instance_id"], "patch_is_None": False,
               "patch_exists": bool(patch.strip()), "patch_successfully_applied": applied,
               "resolved": bool(applied and reason is None and resolved_by(status)),
