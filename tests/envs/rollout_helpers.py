@@ -6,12 +6,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from envs_helpers import git_repo
 
 from codecorpus.envs import sandbox as sb
 from codecorpus.envs import spec as envspec
 from codecorpus.envs import verify
 from codecorpus.envs.session import SessionConfig, TaskEntry
+from codecorpus.manifests import rl
 
 LIB = "def add(a, b):\n    return a - b\n"
 FIXED = "def add(a, b):\n    return a + b\n"
@@ -44,10 +48,11 @@ def limits() -> sb.Limits:
 
 
 def planted_task(root: Path) -> tuple[TaskEntry, SessionConfig]:
-    """The repository, its environment verified into ``root/cache`` and its validated task."""
+    """The repository, its environment verified into ``root/env_cache`` (where a run keeps
+    it) and its validated task."""
     repo = root / "repo"
     base = git_repo(repo, {"calc.py": LIB, "tests/test_calc.py": UNITTESTS})
-    vcfg = verify.VerifyConfig(cache_dir=str(root / "cache"), sandbox=sb.SandboxConfig(limits=limits()),
+    vcfg = verify.VerifyConfig(cache_dir=str(root / "env_cache"), sandbox=sb.SandboxConfig(limits=limits()),
                                install_limits=limits(), runs=2)
     env = verify.verify_revision(repo, base, vcfg)
     assert env.verified, env.reason
@@ -57,9 +62,26 @@ def planted_task(root: Path) -> tuple[TaskEntry, SessionConfig]:
     record = {"instance_id": "example__calc-1", "repo": "example/calc", "base_commit": base,
               "patch": PATCH, "test_patch": TEST_PATCH, "FAIL_TO_PASS": json.dumps(task.fail_to_pass),
               "PASS_TO_PASS": json.dumps(task.pass_to_pass), "environment": "envs/calc.json"}
-    cfg = SessionConfig(cache_dir=str(root / "cache"), work_root=str(root / "sessions"),
+    cfg = SessionConfig(cache_dir=str(root / "env_cache"), work_root=str(root / "sessions"),
                         sandbox=sb.SandboxConfig(limits=limits()),
                         command_limits=limits().model_copy(update={
                             "output_bytes": 1 << 16, "file_size_bytes": 8 << 20, "processes": 64}),
                         test_limits=limits(), disk_bytes=32 << 20)
     return TaskEntry(record, spec, repo), cfg
+
+
+def planted_run(root: Path, copies: int = 3) -> tuple[Path, TaskEntry]:
+    """An environments run directory holding the planted task ``copies`` times
+    (``example__calc-1`` ...): its spec, env_verify row, verified tasks and RL manifest."""
+    entry, _ = planted_task(root)
+    spec_path = envspec.write_spec(entry.spec, root / "envs")
+    env_file = spec_path.name
+    (root / "env_verify").mkdir()
+    pq.write_table(pa.table({"env_file": [env_file], "git_dir": [str(entry.repo)]}),
+                   root / "env_verify" / "part-00000.parquet")
+    lines = [json.dumps({**entry.task, "instance_id": f"example__calc-{i}",
+                         "environment": f"envs/{env_file}"}, sort_keys=True) for i in range(1, copies + 1)]
+    (root / "verified").mkdir()
+    (root / "verified" / "tasks.jsonl").write_text("".join(f"{line}\n" for line in lines))
+    rl.write_manifest(root, rl.build_manifest(root, "envs", "verified/tasks.jsonl"))
+    return root / rl.MANIFEST_NAME, entry

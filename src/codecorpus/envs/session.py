@@ -4,7 +4,7 @@ A session is a fresh tree of the task's repository at ``base_commit`` with the t
 verified environment ready (the spec's ``ready`` steps run in the tree), in which every
 command runs inside the bubblewrap sandbox (``envs/sandbox.py``) with the network off::
 
-    with open_session(entry, cfg) as s:        # entry: a TaskEntry from tasks_of(manifest)
+    with open_session(entry, cfg) as s:   # entry: manifest_tasks.tasks_of(manifest)[instance_id]
         s.run("python -m unittest -v", timeout=60)   # -> CommandResult(exit code, output, seconds)
         s.write_file("calc.py", fixed)
         report = s.evaluate()                  # the session's diff, graded on a fresh copy
@@ -59,10 +59,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
-from codecorpus import schema
 from codecorpus.envs import results, toolchains, verify
 from codecorpus.envs import sandbox as sb
 
@@ -117,40 +115,6 @@ class SessionClosed(RuntimeError):
 
 class PathOutsideTree(ValueError):
     """A file call named a path that leaves the session's tree."""
-
-
-# ---------------------------------------------------------------- tasks of a manifest
-
-
-def tasks_of(manifest: Path) -> dict[str, TaskEntry]:
-    """Every task of an RL manifest by instance id, with its spec and its repository on this
-    node (the ``env_verify`` rows name each environment's git directory; a snapshot an S3
-    run's other node made is cloned from its bundle)."""
-    from codecorpus.envs.stages import repository_of  # the stages import Ray-free modules only
-
-    root = Path(manifest).parent
-    m = json.loads(Path(manifest).read_text())
-    gitdirs = {}
-    for part in sorted((root / "env_verify").glob("part-*.parquet")):
-        for row in pq.read_table(part, columns=["env_file", "git_dir"]).to_pylist():
-            gitdirs[row["env_file"]] = row
-    entries = {}
-    for line in (root / m["tasks"]["path"]).read_text().splitlines():
-        task = json.loads(line)
-        spec = json.loads((root / task["environment"]).read_text())
-        row = gitdirs.get(Path(task["environment"]).name)
-        if row is None:
-            raise ValueError(f"{manifest}: no env_verify row names {task['environment']}: the run "
-                             "directory lacks its env_verify stage outputs")
-        entries[task["instance_id"]] = TaskEntry(task, spec, repository_of(row))
-    return entries
-
-
-def run_cache_dir(manifest: Path) -> str:
-    """The run's environment cache on this node, the default ``SessionConfig.cache_dir``."""
-    from codecorpus.storage import mirror as store
-
-    return str(store.node_path(Path(manifest).parent) / schema.ENV_CACHE_DIR)
 
 
 def verification_of_spec(spec: dict) -> verify.Verification:
