@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-
 from envs_helpers import git_repo
 
 from codecorpus.envs import sandbox as sb

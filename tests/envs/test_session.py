@@ -3,6 +3,9 @@ sandbox, confined file calls, diff, evaluation by SWE-bench's rule, isolation, d
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
+
 import pytest
 from envs_helpers import needs_bwrap
 from rollout_helpers import F2P, FIXED, LIB, PATCH, planted_task
@@ -84,3 +87,16 @@ def test_two_sessions_of_one_task_share_nothing_writable(planted):
         assert b.run("cat /tmp/mark", timeout=10).exit_code != 0
         assert b.run(f"ls {a.tree}", timeout=10).exit_code != 0
         assert a.home != b.home
+
+
+def test_validation_by_use_keeps_a_good_task_and_names_each_failure(planted):
+    entry, cfg = planted
+    assert ses.validate_by_use(entry, cfg) == (None, "gold resolves, empty does not")
+    # An F2P test the base commit already passes: the empty patch resolves the task.
+    easy = replace(entry, task={**entry.task, "PASS_TO_PASS": "[]",
+                                "FAIL_TO_PASS": json.dumps(["test_calc.TestCalc.test_keeps_1"])})
+    assert ses.validate_by_use(easy, cfg)[0] == ses.EMPTY_RESOLVED
+    # A test patch the gold patch does not satisfy (it expects the bug's answer).
+    rigged = entry.task["test_patch"].replace("add(2, 3), 5)", "add(2, 3), -1)")
+    reason, detail = ses.validate_by_use(replace(entry, task={**entry.task, "test_patch": rigged}), cfg)
+    assert reason == ses.GOLD_UNRESOLVED and F2P in detail, detail

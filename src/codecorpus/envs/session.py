@@ -83,6 +83,8 @@ class SessionConfig(BaseModel):
         wall_seconds=600, cpu_seconds=600, memory_bytes=2 << 30, processes=256,
         file_size_bytes=256 << 20, output_bytes=1 << 20, tmpfs_bytes=256 << 20)
     test_limits: sb.Limits = sb.Limits(wall_seconds=1200)
+    install_limits: sb.Limits = Field(sb.Limits(wall_seconds=1200),
+                                      description="a node's one install of an environment it lacks")
     disk_bytes: int = Field(1 << 30, gt=0, description="the tree's size past which a session ends")
     flaky_reruns: int = Field(2, ge=0, description="reruns of a known-flaky graded test that did not pass")
 
@@ -152,7 +154,7 @@ def _prepared(entry: TaskEntry, cfg: SessionConfig, home: Path) -> tuple[Path, P
 
 def _vcfg(cfg: SessionConfig, limits: sb.Limits) -> verify.VerifyConfig:
     return verify.VerifyConfig(sandbox=cfg.sandbox.model_copy(update={"limits": limits}),
-                               install_limits=cfg.test_limits, cache_dir=cfg.cache_dir, runs=1)
+                               install_limits=cfg.install_limits, cache_dir=cfg.cache_dir, runs=1)
 
 
 def _box(cfg: SessionConfig, chain: str, limits: sb.Limits) -> tuple[sb.SandboxConfig, dict]:
@@ -438,3 +440,20 @@ def _run_graded(tree: Path, env: verify.Verification, env_dir: Path | None, cfg:
         if not [t for t in (*f2p, *p2p) if t in flaky and statuses.get(t) != results.PASSED]:
             break
     return statuses, runs, None
+
+
+GOLD_UNRESOLVED = "gold_patch_unresolved"
+EMPTY_RESOLVED = "empty_patch_resolved"
+
+
+def validate_by_use(entry: TaskEntry, cfg: SessionConfig) -> tuple[str | None, str]:
+    """A task graded as a trainer will grade it: its gold patch must resolve it and an
+    empty patch must not. Returns (drop reason or None, what the reports said)."""
+    gold = evaluate_patch(entry, entry.task["patch"], cfg)
+    if not gold["resolved"]:
+        failed = gold["tests_status"]["FAIL_TO_PASS"]["failure"] + gold["tests_status"]["PASS_TO_PASS"]["failure"]
+        return GOLD_UNRESOLVED, f"gold patch: {gold['reason'] or 'failing'}: {failed[:5]}"
+    empty = evaluate_patch(entry, "", cfg)
+    if empty["resolved"]:
+        return EMPTY_RESOLVED, "the base commit already passes every FAIL_TO_PASS test"
+    return None, "gold resolves, empty does not"
