@@ -151,6 +151,21 @@ def test_c_extension_is_rebuilt_in_the_fresh_tree(tmp_path):
     # Without the ready step the fresh checkout has no compiled _speed: every test errors.
     unready = _unready_run(repo, commit, env, cfg)
     assert unready is not None and unready.passed == []
+    # A task that fixes the C code: only a rebuild after the patch (the ready step runs
+    # before each state) makes its new test pass.
+    fixed = c_source.replace("static PyMethodDef", "static PyObject *mul(PyObject *self, PyObject *args) {\n"
+                             "    long a, b;\n    if (!PyArg_ParseTuple(args, \"ll\", &a, &b)) return NULL;\n"
+                             "    return PyLong_FromLong(a * b);\n}\nstatic PyMethodDef")
+    fixed = fixed.replace('{"add", add, METH_VARARGS, ""}, ', '{"add", add, METH_VARARGS, ""}, {"mul", mul, METH_VARARGS, ""}, ')
+    write_tree(repo, {"cpkg/_speed.c": fixed, "tests/test_speed.py": tests + (
+        "    def test_mul(self):\n        self.assertEqual(_speed.mul(2, 3), 6)\n")})
+    patch = _git(repo, "diff", "--", "cpkg/_speed.c") + "\n"
+    test_patch = _git(repo, "diff", "--", "tests/test_speed.py") + "\n"
+    _git(repo, "checkout", "-q", ".")
+    task = verify.validate_task(repo, commit, patch, test_patch, env, cfg)
+    assert task.valid, (task.reason, [(s.command, s.output_tail[-300:]) for s in task.steps])
+    assert task.fail_to_pass == ["test_speed.T.test_mul"] and len(task.pass_to_pass) == 5
+    assert [s.phase for s in task.steps].count("ready") == 2
 
 
 def test_a_suite_that_needs_dev_shm(tmp_path):

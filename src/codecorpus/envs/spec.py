@@ -37,7 +37,8 @@ from codecorpus.storage.atomic import atomic_write_bytes
 SCHEMA_PATH = Path(__file__).with_name("env_spec.schema.json")
 MEASURED = ("durations", "tests")
 """The spec fields that are measurements of a run, left out of ``identity_hash``."""
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2: ready steps, the one step list, the own-code proof, known failures and the fresh tree's counts."""
 # The command for chosen tests, per parser; {tests} is the shell-quoted test ids.
 SELECTORS = {
     "pytest": "python -m pytest -rA -p no:cacheprovider {tests}",

@@ -47,7 +47,6 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -58,6 +57,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from codecorpus.envs import discover as disc
 from codecorpus.envs import results, toolchains
 from codecorpus.envs import sandbox as sb
+from codecorpus.envs import tree as tree_info
 
 PATCH_DOES_NOT_APPLY = "patch_does_not_apply"
 INSTALL_FAILED = "install_failed"
@@ -347,173 +347,12 @@ def _counts_text(c: dict[str, int]) -> str:
     return f"{c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped"
 
 
-# ---------------------------------------------------------------- runners
-
-
-_RUNNERS = (("pytest", r"\bpy\.?test\b"), ("unittest", r"\bunittest\b"),
-            ("node --test", r"\bnode\s+(?:\S+\s+)*--test\b"), ("vitest", r"\bvitest\b"),
-            ("jest", r"\bjest\b"), ("mocha", r"\bmocha\b"), ("ava", r"\bava\b"),
-            ("tap", r"\btap\b"), ("tape", r"\btape\b"), ("jasmine", r"\bjasmine\b"),
-            ("karma", r"\bkarma\b"), ("uvu", r"\buvu\b"), ("go test", r"\bgo test\b"),
-            ("cargo test", r"\bcargo (?:test|nextest)\b"), ("maven", r"\bmvnw?\b"),
-            ("gradle", r"\bgradlew?\b"), ("ctest", r"\bctest\b"), ("tox", r"\btox\b"),
-            ("nox", r"\bnox\b"), ("make", r"\bmake\b"))
-_SCRIPT_CALL = re.compile(r"\b(?:npm|pnpm|yarn)(?:\s+run(?:-script)?)?\s+([\w:.-]+)")
-_MAKE_CALL = re.compile(r"\bmake\s+(?:-\S+\s+)*([\w.-]+)")
-
-
-def runner_of(command: str, tree: Path | None = None, depth: int = 0) -> str:
-    """The test runner a command ends up calling, following ``npm test``/``npm run x``
-    through ``package.json`` scripts (wrappers such as nyc, c8 and cross-env are skipped
-    by looking for the runner itself).
-
-    >>> runner_of("npx nyc --reporter=lcov mocha test/")
-    'mocha'
-    """
-    text = command
-    if tree is not None and depth < 5:
-        scripts = _scripts(tree)
-        for name in _SCRIPT_CALL.findall(command):
-            script = scripts.get("test" if name in ("test", "t") else name)
-            if isinstance(script, str):
-                text = runner_of(script, tree, depth + 1) + " " + script + " " + text
-        for target in _MAKE_CALL.findall(command):
-            recipe = _make_recipe(tree, target)
-            if recipe:
-                text = runner_of(recipe, tree, depth + 1) + " " + recipe + " " + text
-    for name, pattern in _RUNNERS:
-        if re.search(pattern, text):
-            return name
-    return command.split()[0] if command.split() else "?"
-
-
-def _make_recipe(tree: Path, target: str) -> str:
-    """The recipe lines of a Makefile target, joined (empty when there is none)."""
-    text = _read(tree / "Makefile") or _read(tree / "makefile")
-    m = re.search(rf"^{re.escape(target)}\s*:[^\n=]*\n((?:\t[^\n]*\n?)+)", text, re.M)
-    return " ; ".join(ln.strip() for ln in m.group(1).splitlines()) if m else ""
-
-
-def _scripts(tree: Path) -> dict:
-    try:
-        pkg = json.loads((tree / "package.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    scripts = pkg.get("scripts") if isinstance(pkg, dict) else None
-    return scripts if isinstance(scripts, dict) else {}
-
-
 _MISSING_RUNNER = re.compile(r"No module named (?:pytest|nose2?|unittest)\b|: not found\b|"
                              r"command not found|Cannot find module '[^']*(?:mocha|ava|jest|"
                              r"vitest|tap|nyc|c8)[^']*'")
 
 
-# ---------------------------------------------------------------- fresh trees
-
-
-_PIP_INSTALL = re.compile(r"^(?:python3? -m )?pip3? install\b")
-_LOCAL_TARGET = re.compile(r"""^(?:-e|--editable)?\s*['"]?\.(?:/)?(?:\[[^\]]*\])?['"]?$""")
-
-
-def ready_steps(install: tuple[str, ...], chain: str, tree: Path) -> tuple[str, ...]:
-    """The commands that ready a fresh checkout for an environment installed by ``install``:
-    the install's own re-install of the work tree (without dependencies: they are in the
-    environment), which regenerates version files (setuptools-scm, hatch-vcs) and compiles
-    extensions in place; ``setup.py`` build commands; the root package's npm lifecycle
-    scripts (``npm ci`` runs them in the install tree); for per-commit builds (cmake,
-    make) the whole build.
-
-    >>> ready_steps(('python -m venv "$ENV_DIR/venv"', "python -m pip install -e '.[test]'",
-    ...              "python -m pip install pytest"), "python", Path("/nonexistent"))
-    ("python -m pip install --no-deps -e '.[test]'",)
-    """
-    if chain not in toolchains.CACHEABLE:
-        return install
-    out: list[str] = []
-    for command in install:
-        if chain == "python" and _PIP_INSTALL.match(command):
-            words = shlex.split(command)[(3 if command.startswith("python") else 2):]
-            local = _local_targets(words)
-            if local:
-                out.append(f"python -m pip install --no-deps {' '.join(local)}")
-        elif chain == "python" and re.search(r"\bsetup\.py\b.*\b(develop|build_ext|build)\b", command):
-            out.append(command)
-    if chain == "node":
-        scripts = _scripts(tree)
-        out += [f"npm run {name}" for name in ("preinstall", "install", "postinstall", "prepare")
-                if isinstance(scripts.get(name), str)]
-    return tuple(out)
-
-
-def _local_targets(words: list[str]) -> list[str]:
-    """The work-tree targets of pip install's arguments (``.``, ``-e .``, ``'.[test]'``),
-    quoted for the shell."""
-    out, editable = [], False
-    for word in words:
-        if word in ("-e", "--editable"):
-            editable = True
-            continue
-        if _LOCAL_TARGET.match(word):
-            out.append(("-e " if editable else "") + shlex.quote(word))
-        editable = False
-    return out
-
-
-_VCS_VERSIONING = re.compile(r"setuptools[_-]scm|hatch-vcs|hatch_vcs|versioningit|dunamai|"
-                             r"poetry-dynamic-versioning|\bpbr\b|setuptools-git-versioning")
-
-
-def system_packages(tree: Path, chain: str) -> tuple[str, ...]:
-    """Debian packages an image needs besides its toolchain: git for a VCS-versioned build
-    (the version is read from the checkout's history) and a C compiler for compiled
-    extensions (a slim image has neither)."""
-    out = []
-    text = "".join(_read(tree / name) for name in ("pyproject.toml", "setup.cfg", "setup.py"))
-    if _VCS_VERSIONING.search(text) or (chain == "node" and "git+" in _read(tree / "package.json")):
-        out.append("git")
-    if chain == "python" and (re.search(r"\bExtension\(|ext_modules|cythonize", text)
-                              or _has_c_sources(tree)):
-        out.append("build-essential")
-    return tuple(out)
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")[:200_000]
-    except OSError:
-        return ""
-
-
-def _has_c_sources(tree: Path) -> bool:
-    for pattern in ("*.c", "*.pyx", "src/**/*.c", "src/**/*.pyx", "*/*.c", "*/*.pyx"):
-        if next(iter(tree.glob(pattern)), None) is not None:
-            return True
-    return False
-
-
-_NOT_PACKAGES = {"tests", "test", "testing", "docs", "doc", "examples", "example", "benchmarks",
-                 "bench", "scripts", "tools", "build", "dist", "node_modules", "ci", "site"}
-_NOT_MODULES = {"setup", "conftest", "noxfile", "tasks", "fabfile", "manage", "conf"}
-
-
-def own_packages(tree: Path) -> list[str]:
-    """The repository's own top-level Python packages and modules (root or ``src/``)."""
-    names: set[str] = set()
-    for base in (tree, tree / "src"):
-        if not base.is_dir():
-            continue
-        for child in base.iterdir():
-            name = child.name
-            if (name.startswith((".", "_")) or name.lower() in _NOT_PACKAGES
-                    or child.stem in sys.stdlib_module_names):
-                continue
-            if child.is_dir() and (child / "__init__.py").is_file() and name.isidentifier():
-                names.add(name)
-            elif (child.suffix == ".py" and child.stem.isidentifier() and child.stem not in
-                  _NOT_MODULES and not child.stem.startswith("test") and
-                  not child.stem.endswith("_test")):
-                names.add(child.stem)
-    return sorted(names)[:20]
+# ---------------------------------------------------------------- the own-code proof
 
 
 # find_spec does not import (no repository code runs); a package the tests reach through
@@ -543,10 +382,10 @@ def prove_own_code(tree: Path, chain: str, cfg: VerifyConfig, env_dir: Path | No
     elsewhere and (for Python) at least one resolves to the tree or its install. Compiled
     toolchains build the work tree itself."""
     if chain == "python":
-        names = own_packages(tree)
+        names = tree_info.own_packages(tree)
         command = "python -c " + shlex.quote(_PY_PROBE) + " " + " ".join(names)
     elif chain == "node":
-        name = _package_name(tree)
+        name = tree_info.package_name(tree)
         names = [name] if name else []
         command = "node -e " + shlex.quote(_NODE_PROBE) + " " + shlex.quote(name)
     else:
@@ -567,15 +406,6 @@ def prove_own_code(tree: Path, chain: str, cfg: VerifyConfig, env_dir: Path | No
     return {"method": "import resolution in the fresh tree", "packages": packages, "own": own}
 
 
-def _package_name(tree: Path) -> str:
-    try:
-        pkg = json.loads((tree / "package.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return ""
-    name = pkg.get("name") if isinstance(pkg, dict) else None
-    return name if isinstance(name, str) and re.fullmatch(r"[@\w./-]+", name) else ""
-
-
 def _where(origin: str | None, tree: Path, env_dir: Path | None, chain: str) -> str:
     """Where one resolved module lies: in the work tree, in the environment as a copy of
     the tree's file, elsewhere, or nowhere. Paths are the sandbox's (``/workspace``,
@@ -588,27 +418,9 @@ def _where(origin: str | None, tree: Path, env_dir: Path | None, chain: str) -> 
     for inside in ((sb.ENV, str(env_dir)) if env_dir else ()):
         if origin.startswith(inside + "/") and chain == "python":
             host_file = Path(str(env_dir) + origin[len(inside):])
-            if _same_as_tree_file(host_file, tree):
+            if tree_info.same_as_tree_file(host_file, tree):
                 return "environment install of the work tree"
     return "elsewhere"
-
-
-def _same_as_tree_file(installed: Path, tree: Path) -> bool:
-    """Whether an installed module file is a copy of one of the tree's files (by the path
-    under ``site-packages``)."""
-    parts = installed.parts
-    if "site-packages" not in parts:
-        return False
-    rel = Path(*parts[parts.index("site-packages") + 1:])
-    try:
-        data = installed.read_bytes()
-    except OSError:
-        return False
-    for base in (tree, tree / "src"):
-        with contextlib.suppress(OSError):
-            if (base / rel).read_bytes() == data:
-                return True
-    return False
 
 
 # ---------------------------------------------------------------- environments
@@ -665,7 +477,7 @@ def _try_tests(work: Path, cand: disc.Candidate, chain: str, cfg: VerifyConfig,
                env_dir: Path | None, out: Verification) -> _Outcome:
     """Run one test candidate ``cfg.runs`` times into ``out`` and judge it by the rules."""
     reports, walls = [], []
-    runner = runner_of(cand.commands[0], work)
+    runner = tree_info.runner_of(cand.commands[0], work)
     for _ in range(cfg.runs):
         report, violation, wall = run_tests(work, cand.commands[0], cand.parser, cand.reports,
                                             chain, cfg, env_dir, out.steps)
@@ -818,8 +630,8 @@ def _attempt(work: Path, inst: disc.Candidate, tests: list[disc.Candidate], cfg:
         out.reason = reason
         _finish(out, steps)
         return out
-    out.ready = ready_steps(out.install, inst.toolchain, work)
-    out.system_packages = system_packages(work, inst.toolchain)
+    out.ready = tree_info.ready_steps(out.install, inst.toolchain, work)
+    out.system_packages = tree_info.system_packages(work, inst.toolchain)
     ran_tests = 0
     for cand in tests:
         if ran_tests >= cfg.max_tests:
@@ -831,7 +643,7 @@ def _attempt(work: Path, inst: disc.Candidate, tests: list[disc.Candidate], cfg:
             outcome = _reproduce(inst, cand, cfg, env_dir, out, fresh)
         attempts.append({"install": list(out.install), "test": cand.commands[0],
                          "reason": outcome.reason, "detail": outcome.detail,
-                         "runner": out.runner or runner_of(cand.commands[0], work),
+                         "runner": out.runner or tree_info.runner_of(cand.commands[0], work),
                          "tests": dict(out.tests) if outcome.reason else {},
                          "fresh_tests": dict(out.fresh_tests) if outcome.reason else {},
                          "proof": dict(out.proof) if outcome.reason else {},
