@@ -51,7 +51,13 @@ def planted_task(root: Path) -> tuple[TaskEntry, SessionConfig]:
     it) and its validated task."""
     repo = root / "repo"
     base = git_repo(repo, {"calc.py": LIB, "tests/test_calc.py": UNITTESTS})
-    vcfg = verify.VerifyConfig(cache_dir=str(root / "env_cache"), sandbox=sb.SandboxConfig(limits=limits()),
+    return verified_task(repo, base, root / "env_cache"), session_config(root)
+
+
+def verified_task(repo: Path, base: str, cache: Path) -> TaskEntry:
+    """The planted task on ``repo`` at ``base``: its environment verified into ``cache``,
+    its FAIL_TO_PASS / PASS_TO_PASS found by validation."""
+    vcfg = verify.VerifyConfig(cache_dir=str(cache), sandbox=sb.SandboxConfig(limits=limits()),
                                install_limits=limits(), runs=2)
     env = verify.verify_revision(repo, base, vcfg)
     assert env.verified, env.reason
@@ -61,12 +67,16 @@ def planted_task(root: Path) -> tuple[TaskEntry, SessionConfig]:
     record = {"instance_id": "example__calc-1", "repo": "example/calc", "base_commit": base,
               "patch": PATCH, "test_patch": TEST_PATCH, "FAIL_TO_PASS": json.dumps(task.fail_to_pass),
               "PASS_TO_PASS": json.dumps(task.pass_to_pass), "environment": "envs/calc.json"}
-    cfg = SessionConfig(cache_dir=str(root / "env_cache"), work_root=str(root / "sessions"),
-                        sandbox=sb.SandboxConfig(limits=limits()),
-                        command_limits=limits().model_copy(update={
-                            "output_bytes": 1 << 16, "file_size_bytes": 8 << 20, "processes": 64}),
-                        test_limits=limits(), disk_bytes=32 << 20)
-    return TaskEntry(record, spec, repo), cfg
+    return TaskEntry(record, spec, repo)
+
+
+def session_config(root: Path) -> SessionConfig:
+    """Small limits: the hostile tests hit them quickly."""
+    return SessionConfig(cache_dir=str(root / "env_cache"), work_root=str(root / "sessions"),
+                         sandbox=sb.SandboxConfig(limits=limits()),
+                         command_limits=limits().model_copy(update={
+                             "output_bytes": 1 << 16, "file_size_bytes": 8 << 20, "processes": 64}),
+                         test_limits=limits(), disk_bytes=32 << 20)
 
 
 def planted_run(root: Path, copies: int = 3) -> tuple[Path, TaskEntry]:

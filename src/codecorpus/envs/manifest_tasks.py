@@ -22,8 +22,9 @@ def tasks_of(manifest: Path) -> dict[str, TaskEntry]:
     """Every task of an RL manifest by instance id, with its spec and its repository on this
     node (the ``env_verify`` rows name each environment's git directory; a snapshot an S3
     run's other node made is cloned from its bundle)."""
-    root = Path(manifest).parent
-    m = json.loads(Path(manifest).read_text())
+    manifest = store.ensure_local(manifest)  # an S3 run: this node's copy, fetched
+    root = manifest.parent
+    m = json.loads(manifest.read_text())
     gitdirs = {}
     for part in store.list_files(schema.RunPaths(root).stage_dir("env_verify"), "part-*.parquet", fetch=True):
         for row in pq.read_table(part, columns=["env_file", "git_dir"]).to_pylist():

@@ -50,12 +50,13 @@ What it promises and how:
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -141,7 +142,8 @@ def _prepared(entry: TaskEntry, cfg: SessionConfig, home: Path) -> tuple[Path, P
     verify.fresh_tree(entry.repo, entry.task["base_commit"], tree)
     steps: list[verify.Step] = []
     vcfg = _vcfg(cfg, cfg.test_limits)
-    env_dir = verify.environment_for_tree(tree, env, vcfg, steps)
+    with _install_lock(cfg.cache_dir, env.cache_key):  # one install per node, however many sessions
+        env_dir = verify.environment_for_tree(tree, env, vcfg, steps)
     if env_dir is False:
         raise RuntimeError(f"{entry.task['instance_id']}: the environment did not install: "
                            f"{steps[-1].output_tail[-300:] if steps else ''}")
@@ -150,6 +152,19 @@ def _prepared(entry: TaskEntry, cfg: SessionConfig, home: Path) -> tuple[Path, P
         shutil.copytree(env_dir, private, symlinks=True)
         env_dir = private
     return tree, env_dir, steps
+
+
+@contextlib.contextmanager
+def _install_lock(cache_dir: str, key: str) -> Iterator[None]:
+    """Sessions of one node opening the same environment wait for its one install
+    (``flock`` on ``cache_dir/.<key>.lock``) instead of installing it side by side."""
+    Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    with open(Path(cache_dir) / f".{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _vcfg(cfg: SessionConfig, limits: sb.Limits) -> verify.VerifyConfig:
