@@ -100,3 +100,31 @@ def test_validation_by_use_keeps_a_good_task_and_names_each_failure(planted):
     rigged = entry.task["test_patch"].replace("add(2, 3), 5)", "add(2, 3), -1)")
     reason, detail = ses.validate_by_use(replace(entry, task={**entry.task, "test_patch": rigged}), cfg)
     assert reason == ses.GOLD_UNRESOLVED and F2P in detail, detail
+
+
+FLAKY_TEST = ("import os\nimport unittest\n\n\nclass TestFlaky(unittest.TestCase):\n"
+              "    def test_second_time(self):\n        seen = os.path.exists('flaky-marker')\n"
+              "        open('flaky-marker', 'w').close()\n        self.assertTrue(seen)\n")
+FLAKY_ID = "test_flaky.TestFlaky.test_second_time"
+
+
+def _new_file_diff(path: str, text: str) -> str:
+    lines = text.splitlines(keepends=True)
+    return f"--- /dev/null\n+++ b/{path}\n@@ -0,0 +1,{len(lines)} @@\n" + "".join(f"+{ln}" for ln in lines)
+
+
+def test_known_flaky_tests_are_rerun_and_variables_are_fixed(planted):
+    entry, cfg = planted
+    task = {**entry.task, "test_patch": entry.task["test_patch"] + _new_file_diff("tests/test_flaky.py", FLAKY_TEST),
+            "FAIL_TO_PASS": json.dumps([F2P, FLAKY_ID])}
+    # Not known to be flaky: its first run's failure stands.
+    plain = ses.evaluate_patch(replace(entry, task=task), PATCH, cfg)
+    assert not plain["resolved"] and plain["test_runs"] == 1 and plain["statuses"][FLAKY_ID] == "failed"
+    # Recorded as flaky by the task: rerun, and its passing run counts.
+    known = ses.evaluate_patch(replace(entry, task={**task, "flaky": [FLAKY_ID]}), PATCH, cfg)
+    assert known["resolved"] and known["test_runs"] == 2, known
+    no_reruns = cfg.model_copy(update={"flaky_reruns": 0})
+    assert not ses.evaluate_patch(replace(entry, task={**task, "flaky": [FLAKY_ID]}), PATCH, no_reruns)["resolved"]
+    with ses.open_session(entry, cfg) as s:
+        shown = s.run("echo $TZ $LANG $LC_ALL $PYTHONHASHSEED $SOURCE_DATE_EPOCH; date +%Z", timeout=10).output
+    assert shown.split() == ["UTC", "C.UTF-8", "C.UTF-8", "0", "315532800", "UTC"]

@@ -70,6 +70,8 @@ class SessionPool:
     ``runtime.session.init_ray``)."""
 
     def __init__(self, manifest: str, cfg: dict | None = None, slot: str = SLOT) -> None:
+        """``slot``: the resource a session takes one of (``"CPU"``: a core each, for a
+        local Ray whose nodes declare no slots)."""
         self.manifest, self.cfg, self.slot = str(manifest), cfg, slot
         self.actors: list[Any] = []
 
@@ -83,8 +85,8 @@ class SessionPool:
         if n > free:
             raise ValueError(f"{n} sessions asked, {free} of {self.capacity()} '{self.slot}' slots free: "
                              f"declare more on a node (ray start --resources '{{\"{self.slot}\": N}}')")
-        made = [SessionActor.options(resources={self.slot: 1}).remote(self.manifest, instance_id, self.cfg)
-                for _ in range(n)]
+        ask = {"num_cpus": 1} if self.slot == "CPU" else {"resources": {self.slot: 1}}
+        made = [SessionActor.options(**ask).remote(self.manifest, instance_id, self.cfg) for _ in range(n)]
         ray.get([a.node.remote() for a in made])  # each session open (its constructor ran) on its node
         self.actors += made
         return made
