@@ -56,7 +56,7 @@ def test_evaluate_writes_the_harness_layout_and_resumes(tmp_path):
     assert summary["unresolved_ids"] == ["example__calc-2"]
     assert summary["empty_patch_ids"] == ["example__calc-3"]
     assert summary["failure_reasons"] == {"example__calc-2": "patch_does_not_apply"}
-    assert summary["total_instances"] == 3 and summary["error_ids"] == []
+    assert summary["total_instances"] == 3 and summary["error_ids"] == [] and summary["incomplete_ids"] == []
     reasons = [(p["line"], p["reason"]) for p in summary["problems"]]
     assert reasons == [(4, "unknown_instance"), (5, "duplicate_prediction"), (6, "malformed_prediction"),
                        (7, "malformed_prediction"), (8, "malformed_prediction")]

@@ -132,7 +132,7 @@ def done(out: Path, pred: Prediction) -> bool:
     return (instance_dir(out, pred) / REPORT).is_file()
 
 
-def summary(out: Path, total: int, preds: list[Prediction], problems: list[dict]) -> dict:
+def summary(out: Path, instances: set[str], preds: list[Prediction], problems: list[dict]) -> dict:
     """The run report, read from the per-instance reports on disk (so a resumed run counts
     what every earlier run wrote)."""
     resolved, unresolved, errors, empty, reasons = [], [], [], [], {}
@@ -151,11 +151,11 @@ def summary(out: Path, total: int, preds: list[Prediction], problems: list[dict]
             reasons[pred.instance_id] = report["reason"]
     completed = sorted(resolved + unresolved)
     submitted = sorted({p.instance_id for p in preds})
-    return {"total_instances": total, "submitted_instances": len(submitted),
+    return {"total_instances": len(instances), "submitted_instances": len(submitted),
             "completed_instances": len(completed), "resolved_instances": len(resolved),
             "unresolved_instances": len(unresolved), "empty_patch_instances": len(empty),
             "error_instances": len(errors), "completed_ids": completed,
-            "incomplete_ids": [], "empty_patch_ids": sorted(empty), "submitted_ids": submitted,
+            "incomplete_ids": sorted(instances - set(submitted)), "empty_patch_ids": sorted(empty), "submitted_ids": submitted,
             "resolved_ids": sorted(resolved), "unresolved_ids": sorted(unresolved),
             "error_ids": sorted(errors), "failure_reasons": dict(sorted(reasons.items())),
             "problems": problems, "schema_version": 2}
@@ -189,6 +189,6 @@ def evaluate_predictions(manifest: Path, predictions: Path, out: Path, cfg: Sess
         else:
             progress(f"{todo[i].instance_id}: {'resolved' if result['resolved'] else 'unresolved'}"
                      + (f" ({result['reason']})" if result["reason"] else ""))
-    report = summary(out, len(entries), preds, problems)
+    report = summary(out, set(entries), preds, problems)
     write_summary(out, report)
     return report
