@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -172,3 +173,22 @@ def test_a_patch_rewriting_the_tests_does_not_grade_itself(planted, outside):
         assert s.evaluate()["resolved"]
         s.run("rm -rf tests", timeout=10)
         assert s.evaluate()["resolved"]
+
+
+def test_a_patch_linking_the_tests_out_of_the_tree_deletes_nothing_there(planted, outside):
+    """The test patch adds a file; the policy's patch made its folder a link to a host
+    directory holding a file of that name. Grading removes the link (as git's checkout
+    does), never the host file (it runs as root), and grades the task's tests."""
+    entry, cfg = planted
+    new = "import unittest\n\n\nclass TestNew(unittest.TestCase):\n    def test_new(self):\n        pass\n"
+    test_patch = entry.task["test_patch"] + ("--- /dev/null\n+++ b/checks/test_new.py\n@@ -0,0 +1,6 @@\n"
+                                             + "".join(f"+{ln}" for ln in new.splitlines(keepends=True)))
+    (outside / "test_new.py").write_text("host file\n")
+    task = replace(entry, task={**entry.task, "test_patch": test_patch})
+    with ses.open_session(task, cfg) as s:
+        assert s.run(f"ln -s {outside} checks", timeout=10).exit_code == 0
+        report = s.evaluate()
+    assert report["patch_successfully_applied"] and report["reason"] is None, report
+    assert not report["resolved"]
+    assert (outside / "test_new.py").read_text() == "host file\n"
+    (outside / "test_new.py").unlink()  # the sentinel fixture's digest covers the rest
