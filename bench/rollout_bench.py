@@ -16,6 +16,7 @@ The environments run is made once with ``codecorpus run pipelines/repo-envs.yaml
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -61,8 +62,10 @@ def bench_session(entry, cfg: SessionConfig, repeats: int) -> dict[str, float]:
         verify.fresh_tree(entry.repo, entry.task["base_commit"], tree)
         assert verify.apply_patch(tree, entry.task["patch"]) and verify.apply_patch(tree, entry.task["test_patch"])
         command = entry.spec["test"]["command"]
+        # the interpreter the sandbox links as ``python`` (not a shim earlier on the host's PATH)
+        env = {**os.environ, "PATH": f"{os.path.realpath(sys.base_prefix)}/bin:{os.environ['PATH']}"}
         tests_ms = median_ms(lambda: subprocess.run(["/bin/sh", "-c", command], cwd=tree, capture_output=True,
-                                                    check=False), max(3, repeats // 3))
+                                                    env=env, check=False), max(3, repeats // 3))
     return {"open_ms": open_ms, "run_true_ms": run_ms, "bare_true_ms": bare_ms,
             "run_overhead_ms": run_ms - bare_ms, "evaluate_ms": eval_ms, "bare_tests_ms": tests_ms}
 
