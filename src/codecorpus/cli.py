@@ -440,6 +440,37 @@ def report(
     out.print(f"report took {time.perf_counter() - t0:.2f} s")
 
 
+@app.command()
+def evaluate(
+    rl_manifest: Annotated[Path, typer.Argument(help="an environments run's manifest.json (RL manifest)")],
+    predictions: Annotated[Path, typer.Argument(help="SWE-bench predictions JSONL: instance_id, model_name_or_path, model_patch")],
+    out_dir: Annotated[Path, typer.Option("--out", help="report directory (rerun to resume)")] = Path("evaluation"),
+    workers: Annotated[int | None, typer.Option(help="sessions at once (default: Ray's CPUs)")] = None,
+    ray_address: Annotated[str | None, typer.Option(help="join an existing Ray cluster at this address")] = None,
+    flaky_reruns: Annotated[int, typer.Option(help="reruns of a known-flaky graded test that did not pass")] = 2,
+) -> None:
+    """Grade SWE-bench predictions against an RL manifest's tasks, each patch in its own sandboxed session (docs/rollouts.md)."""
+    if ray_address is None:
+        name_local_ray_auth()
+    from codecorpus.envs.evaluation import evaluate_predictions
+    from codecorpus.envs.manifest_tasks import run_cache_dir
+    from codecorpus.envs.session import SessionConfig
+    from codecorpus.runtime.parallel import map_calls
+
+    if not rl_manifest.is_file() or not predictions.is_file():
+        _fail(f"{rl_manifest if not rl_manifest.is_file() else predictions} does not exist")
+    cfg = SessionConfig(cache_dir=run_cache_dir(rl_manifest), flaky_reruns=flaky_reruns)
+    mapper = functools.partial(map_calls, workers=workers, address=ray_address)
+    try:
+        report = evaluate_predictions(rl_manifest, predictions, out_dir, cfg, mapper,
+                                      progress=lambda line: console.print(line, highlight=False, markup=False))
+    except (OSError, ValueError) as err:
+        _fail(f"{rl_manifest}: {err}")
+    out.print(f"resolved {report['resolved_instances']}, unresolved {report['unresolved_instances']}, "
+              f"empty {report['empty_patch_instances']}, errors {report['error_instances']}, "
+              f"not gradable {len(report['problems'])}: {out_dir / 'summary.json'}")
+
+
 def main() -> None:
     """The console entry point: the command, which stops any Ray it started (``ray.shutdown``)
     before it returns; the process then exits as any Python program does."""

@@ -226,6 +226,9 @@ def test_validated_task_has_fail_to_pass(env_run):
     s = stats(run, "task_validate")
     assert s["rows_in"] == 4 and s["rows_out"] == 1
     assert s["dropped"] == {"patch_does_not_apply": 1, "unknown_repository": 1, "bad_task_record": 1}
+    # Validation by use: the kept task was graded as a trainer grades it.
+    assert {k: s["counters"].get(k) for k in ("by_use_checked", "gold_resolved", "empty_unresolved")} \
+        == {"by_use_checked": 1, "gold_resolved": 1, "empty_unresolved": 1}
 
 
 def test_proposer_transcripts_are_chat_traces(env_run):

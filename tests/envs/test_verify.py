@@ -307,3 +307,28 @@ def test_dockerfile_and_spec_name_the_same_steps():
     on_exit_code = {**doc, "test": {**doc["test"], "parser": "exit-code"}}
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(on_exit_code, spec.schema())
+
+
+def test_report_paths_through_a_symlink_are_neither_read_nor_removed(tmp_path):
+    """A repository (or a policy's patch) may plant links where its reports go: the host side
+    reads and clears only files really inside the tree or the results folder."""
+    from codecorpus.envs.verify import _clear_reports, _read_reports
+
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "secret.xml").write_text("<testsuite/>")
+    work = tmp_path / "work"
+    (work / "real").mkdir(parents=True)
+    (work / "real" / "r.xml").write_text("<testsuite name='own'/>")
+    (work / "out").symlink_to(host, target_is_directory=True)
+    (work / "link.xml").symlink_to(host / "secret.xml")
+    results_dir = tmp_path / "results"
+    results_dir.mkdir()
+    (results_dir / "leak.xml").symlink_to(host / "secret.xml")
+    (results_dir / "own.xml").write_text("<testsuite name='results'/>")
+
+    read = _read_reports(work, "**/*.xml", results_dir)
+    assert sorted(read) == [b"<testsuite name='own'/>", b"<testsuite name='results'/>"]
+    _clear_reports(work, "**/*.xml")
+    assert (host / "secret.xml").exists()
+    assert not (work / "real" / "r.xml").exists()

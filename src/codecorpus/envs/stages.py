@@ -20,7 +20,10 @@
   (``envs/propose.py``) and its exchange is saved under ``traces/env_verify/``.
 - ``task_validate``: the SWE-bench-format task candidates of ``task_validate.tasks``, one task
   per repository, validated with ``verify.validate_instances`` against the repository's
-  verified environment; writes ``verified/tasks.jsonl`` (FAIL_TO_PASS / PASS_TO_PASS filled)
+  verified environment, then validated by use (``session.validate_by_use``: graded as a
+  trainer grades it, the gold patch must resolve the task and an empty patch must not;
+  else a drop, ``gold_patch_unresolved`` / ``empty_patch_resolved``); writes
+  ``verified/tasks.jsonl`` (FAIL_TO_PASS / PASS_TO_PASS filled)
   and the RL manifest ``manifest.json`` (``manifests/rl.py``).
 
 Every row in is a row out or a drop with a reason; the executor does the rest (hashes,
@@ -48,7 +51,7 @@ import pyarrow as pa
 
 from codecorpus import schema
 from codecorpus.envs import discover as disc
-from codecorpus.envs import propose, toolchains, verify
+from codecorpus.envs import propose, session, toolchains, verify
 from codecorpus.envs import sandbox as sb
 from codecorpus.envs import spec as envspec
 from codecorpus.envs.config import EnvDiscoverConfig, EnvVerifyConfig, TaskValidateConfig
@@ -570,7 +573,8 @@ def _env_for(task: dict, envs: list[dict], gitdir: Path) -> dict:
 
 
 def _validate_repo(ref: RepoRef, own: list[dict], envs: list[dict], cfg: TaskValidateConfig,
-                   vcfg: verify.VerifyConfig) -> tuple[list[dict], list[tuple[dict, str]]]:
+                   vcfg: verify.VerifyConfig, by_use: Callable[[dict, str, Path], str | None],
+                   ) -> tuple[list[dict], list[tuple[dict, str]]]:
     """Validated task rows, and (row, reason) drops, of one repository's candidates."""
     lang = envs[0][schema.LANG] if envs else schema.UNKNOWN
     if not envs:
@@ -590,11 +594,27 @@ def _validate_repo(ref: RepoRef, own: list[dict], envs: list[dict], cfg: TaskVal
         valid, failed = verify.validate_instances(gitdir, [task], env, vcfg, max_per_repo=1, cpu_seconds=cpu)
         row = _task_row(task, ref.name, ref.source, env_row[schema.LANG], env_row["env_file"],
                         cpu.get(task["instance_id"], 0.0))
-        if valid:
-            kept.append({**row, "instance": json.dumps(valid[0], sort_keys=True)})
+        reason = failed[0][1] if failed else by_use(valid[0], env_row["env_file"], gitdir)
+        if reason:
+            drops.append((row, reason))
         else:
-            drops.append((row, failed[0][1]))
+            kept.append({**row, "instance": json.dumps(valid[0], sort_keys=True)})
     return kept, drops
+
+
+def use_check(root: Path, vcfg: verify.VerifyConfig) -> Callable[[dict, str, Path], str | None]:
+    """Validation by use: a validated task graded as a trainer grades it (``session.
+    validate_by_use``: the gold patch resolves it, an empty patch does not), or its drop
+    reason."""
+    cfg = session.SessionConfig(cache_dir=vcfg.cache_dir, sandbox=vcfg.sandbox,
+                                test_limits=vcfg.sandbox.limits, install_limits=vcfg.install_limits)
+
+    def check(task: dict, env_file: str, gitdir: Path) -> str | None:
+        spec = json.loads(store.ensure_local(root / schema.ENVS_DIR / env_file).read_text())
+        reason, _ = session.validate_by_use(session.TaskEntry(task, spec, gitdir), cfg)
+        return reason
+
+    return check
 
 
 def validate_task_job(ctx: tasks.TaskContext, shard: int, in_stage: str, ref: RepoRef, names: list[str],
@@ -605,17 +625,21 @@ def validate_task_job(ctx: tasks.TaskContext, shard: int, in_stage: str, ref: Re
     envs = tasks.read_parquet(ctx.run.part(in_stage, shard)).to_pylist()
     candidates, _ = _read_tasks(cfg.tasks)
     own = [t for t in candidates if owner_of(t["repo"], names) == ref.name]
-    kept, drops = _validate_repo(ref, own, envs, cfg, vcfg)
-    return _finish_tasks(ctx, shard, len(own), kept, drops, t0)
+    kept, drops = _validate_repo(ref, own, envs, cfg, vcfg, use_check(ctx.run.root, vcfg))
+    reasons = Counter(reason for _, reason in drops)
+    checked = len(kept) + reasons[session.GOLD_UNRESOLVED] + reasons[session.EMPTY_RESOLVED]
+    used = Counter(by_use_checked=checked, gold_resolved=checked - reasons[session.GOLD_UNRESOLVED],
+                   empty_unresolved=len(kept))
+    return _finish_tasks(ctx, shard, len(own), kept, drops, t0, used)
 
 
 def _finish_tasks(ctx: tasks.TaskContext, shard: int, rows_in: int, kept: list[dict],
-                  drops: list[tuple[dict, str]], t0: float) -> dict:
+                  drops: list[tuple[dict, str]], t0: float, extra: Counter | None = None) -> dict:
     cpu = sum(r["cpu_seconds"] for r in [*kept, *(r for r, _ in drops)])
     dropped = schema.drops_from_rows(pa.Table.from_pylist([r for r, _ in drops], schema=TASK_SCHEMA),
                                      ctx.stage, [reason for _, reason in drops])
     result = MapResult(pa.Table.from_pylist(kept, schema=TASK_SCHEMA), dropped,
-                       Counter({"task_candidates": rows_in, "cpu_ms": round(1000 * cpu)}))
+                       Counter({"task_candidates": rows_in, "cpu_ms": round(1000 * cpu)}) + (extra or Counter()))
     bytes_in = sum(r[schema.BYTES] for r in [*kept, *(r for r, _ in drops)])  # the candidates' patches
     stats = tasks.result_stats(rows_in, bytes_in, 0, {}, result, time.perf_counter() - t0)
     return tasks.finish_shard(ctx, shard, result, stats)

@@ -257,24 +257,41 @@ def _link_node_modules(work: Path, env_dir: Path, fresh: bool, cfg: VerifyConfig
         link.symlink_to(f"{sb.ENV}/node_modules" if cfg.sandbox.kind == "bwrap" else store)
 
 
+def _inside(path: str, root: Path) -> bool:
+    """``path`` is a regular file under ``root`` reached through no symlink: a report path
+    that a link (the file's own or a folder's on the way) leads out of the tree is never read
+    or removed, since the tree and the results folder are the repository's to write."""
+    rel = os.path.relpath(os.path.abspath(path), os.path.abspath(root))
+    if rel.startswith(os.pardir) or os.path.isabs(rel):
+        return False
+    step = os.path.abspath(root)
+    for part in rel.split(os.sep):
+        step = os.path.join(step, part)
+        if os.path.islink(step):
+            return False
+    return os.path.isfile(step)
+
+
 def _read_reports(work: Path, pattern: str, results_dir: Path | None = None) -> list[bytes]:
     """The report files a test run wrote: everything in ``$CODECORPUS_RESULTS`` and the
-    files matching the candidate's ``reports`` glob, each up to ``results.MAX_REPORT_BYTES``."""
-    paths = sorted(glob.glob(str(work / pattern), recursive=True)) if pattern else []
+    files matching the candidate's ``reports`` glob, each up to ``results.MAX_REPORT_BYTES``.
+    Only files that are really inside those folders are read (``_inside``)."""
+    paths = [(p, work) for p in sorted(glob.glob(str(work / pattern), recursive=True))] if pattern else []
     if results_dir:
-        paths += sorted(str(p) for p in Path(results_dir).rglob("*") if p.is_file())
+        paths += [(str(p), results_dir) for p in sorted(Path(results_dir).rglob("*"))]
     out = []
-    for path in paths[:MAX_RESULT_FILES]:
+    for path in [p for p, r in paths if _inside(p, r)][:MAX_RESULT_FILES]:
         with contextlib.suppress(OSError):
-            if os.path.getsize(path) <= results.MAX_REPORT_BYTES and not os.path.islink(path):
+            if os.path.getsize(path) <= results.MAX_REPORT_BYTES:
                 out.append(Path(path).read_bytes())
     return out
 
 
 def _clear_reports(work: Path, pattern: str) -> None:
     for path in glob.glob(str(work / pattern), recursive=True) if pattern else ():
-        with contextlib.suppress(OSError):
-            os.remove(path)
+        if _inside(path, work):
+            with contextlib.suppress(OSError):
+                os.remove(path)
 
 
 def run_tests(work: Path, command: str, parser: str, reports: str, chain: str,
@@ -851,6 +868,14 @@ def _env_for_tree(tree: Path, env: Verification, cfg: VerifyConfig,
     if reason:
         return False
     return env_dir
+
+
+def environment_for_tree(tree: Path, env: Verification, cfg: VerifyConfig,
+                         steps: list[Step]) -> Path | bool | None:
+    """The environment directory of a verified environment for a fresh tree (the node's
+    cached install, made once when missing); False when the install fails. Sessions
+    (``envs/session.py``) open their trees with it."""
+    return _env_for_tree(tree, env, cfg, steps)
 
 
 def verification_record(env: Verification) -> dict:
