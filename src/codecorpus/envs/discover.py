@@ -408,7 +408,7 @@ def _python(root: Path) -> list[tuple[str, Candidate]]:
                                          str((runtime + test_reqs)[0].relative_to(root)), 1,
                                          MANIFEST)))
     if not out:
-        setup = (VENV,) if pytest_dep else (VENV + " --without-pip",)  # no pip: 0.1 s, not 6
+        setup = (VENV,) if pytest_dep else (VENV + " --without-pip",)  # no pip: ensurepip's install is most of a venv's making
         out.append(("install", Candidate((*setup, *pytest_dep), "python", "", 0, CONVENTION)))
     if wants_pytest:
         out.append(("test", Candidate((PYTEST,), "python", source, 0, MANIFEST, "junit",

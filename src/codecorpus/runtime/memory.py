@@ -68,8 +68,9 @@ _MALLOC_TRIM = _libc_trim()
 def release() -> None:
     """Hand memory a finished task freed back to the OS, so a reused worker does not carry
     the largest task's heap into every later one: glibc's free pages (``malloc_trim``) and
-    Arrow's pool. No ``gc.collect()``: a full collection costs ~60 ms in a worker with every
-    stage's modules loaded, and a task's data are freed by reference counting anyway."""
+    Arrow's pool. No ``gc.collect()``: a full collection walks every object of every stage's
+    modules the worker has loaded, after every task, and a task's data are freed by reference
+    counting anyway."""
     if _MALLOC_TRIM is not None:
         _MALLOC_TRIM(0)
     pa.default_memory_pool().release_unused()

@@ -77,10 +77,9 @@ def _listed(src: GitSource) -> list[git.Found]:
 INLINE_REPOSITORIES = 500
 """Folders and lists of at most this many local repositories are planned on the driver, beside
 Ray's start; more are planned in tasks (``BATCH_REPOSITORIES`` a task), ``PLAN_INLINE_ENV``
-overriding. A repository's plan costs about 4.6 ms (two git processes); planning tasks first
-wait for Ray (about 2 s) and then share the plan among the CPUs: that pays from about 900
-repositories on 2 CPUs and 440 on many (measured here: 400 repositories planned in 3.3 s on
-the driver, 3.7 s in tasks), so the threshold lies between."""
+overriding. A repository's plan is two git processes; planning tasks first wait for Ray's
+workers and then share the plan among the CPUs, so they pay off only for folders of several
+hundred repositories, later on few CPUs than on many; the threshold lies between the two."""
 BATCH_REPOSITORIES = 100
 
 
