@@ -16,9 +16,11 @@ Three modules do the work, each with its own contract:
 - ``progress``: the bars a phase shows.
 
 A stage's planning code sees the run through ``StageRun`` (``pipeline/spec.py``). The report
-is the CLI's business, after the run. With ``session`` (this process's Ray), ``launch`` (Ray's
-start beside the recipe's load and plan) and ``remote`` (the task wrapper and the warm-up, all a
-worker imports of the runtime), the only modules that import ray.
+is the CLI's business, after the run. This module, ``scheduler``, ``session`` (this process's
+Ray), ``launch`` (Ray's start beside the recipe's load and plan), ``remote`` (the task wrapper
+and the warm-up, all a worker imports of the runtime), ``parallel`` (independent calls, as
+``codecorpus evaluate`` grades) and ``pool`` (rollout sessions as actors) are the only modules
+that import ray.
 """
 
 from __future__ import annotations
