@@ -1,4 +1,5 @@
-"""The ``codecorpus`` command: run a recipe, verify and show manifests, inspect shards."""
+"""The ``codecorpus`` command: run a recipe, verify, show and export manifests, inspect shards,
+write reports, train a tokenizer, grade predictions."""
 
 from __future__ import annotations
 
