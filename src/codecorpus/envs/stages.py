@@ -235,7 +235,7 @@ def repository_of(row: dict[str, Any]) -> Path:
 
     A source repository is an input and is used where it is. A snapshot is a run file: when
     this node's mirror of an S3 run lacks it (another node discovered the repository), it is
-    cloned from its published bundle, without a checkout (``git archive`` reads the objects).
+    cloned from its published bundle, without a checkout (``verify.fresh_tree`` reads the objects).
     Nothing outside the run's mirror is ever replaced.
     """
     path = store.node_path(row["git_dir"])
