@@ -63,7 +63,7 @@ def _clean_loc(loc: tuple[Any, ...], data: Any) -> tuple[str, ...]:
 def _explain(e: dict[str, Any], loc: tuple[str, ...]) -> tuple[str, str]:
     key, kind = ".".join(loc), e["type"]
     if kind == "extra_forbidden":
-        return key, "unknown key: remove it or check its spelling against the README"
+        return key, "unknown key: remove it or check its spelling against docs/recipes.md"
     if kind == "missing":
         return key, "required key is missing: add it"
     if kind == "union_tag_not_found":

@@ -71,7 +71,7 @@ class StagesConfig(Model):
         for name, value in extra.items():
             if not isinstance(value, dict | UserStageConfig) or (isinstance(value, dict) and "use" not in value):
                 raise ValueError(
-                    f"stages.{name}: unknown stage: remove it or check its spelling against the README "
+                    f"stages.{name}: unknown stage: remove it or check its spelling against docs/recipes.md "
                     f"(built-in stages: {', '.join(self.stage_order)}); a stage of your own needs "
                     "`use: 'pkg.module:function'`, `kind: annotator|filter` and `after: <stage>`"
                 )
