@@ -8,7 +8,7 @@ import platform
 from envs_helpers import write_tree
 
 from codecorpus.envs import discover as disc
-from codecorpus.envs import tox
+from codecorpus.envs import runners, tox
 
 PY = "py{}{}".format(*platform.python_version_tuple()[:2])
 
@@ -97,9 +97,9 @@ def test_discovery_from_tox_installs_its_dependencies(tmp_path):
         "python -m pip install 'pytest>=8' coverage 'tomli; python_version < '\\''3.11'\\'''")
     test = found.tests[0]
     assert test.source == "tox.ini" and test.parser == "junit"
-    assert "-rA --junitxml=.codecorpus-reports/junit.xml" in test.commands[0]
+    assert f"-rA --junitxml={runners.RESULTS}/junit.xml" in test.commands[0]
     assert "--junit-xml" not in test.commands[0]  # the report is ours, where we read it
-    assert not any("{" in c.commands[0] for c in found.tests)
+    assert not any("{" in c.commands[0].replace(runners.RESULTS, "") for c in found.tests)
 
 
 def test_ci_lines_calling_tox_are_left_to_the_tox_reader(tmp_path):
@@ -111,7 +111,7 @@ def test_ci_lines_calling_tox_are_left_to_the_tox_reader(tmp_path):
                           "tox.ini": "[testenv]\ncommands = pytest {posargs}\n"})
     tests = disc.discover(tmp_path).tests
     assert [(c.source, c.commands[0]) for c in tests if c.rank == disc.CI] == [
-        ("tox.ini", "pytest -rA --junitxml=.codecorpus-reports/junit.xml")]
+        ("tox.ini", f"pytest -rA --junitxml={runners.RESULTS}/junit.xml")]
 
 
 def test_manifest_install_gathers_the_test_dependencies(tmp_path):
@@ -153,7 +153,7 @@ def test_unresolved_substitutions_are_noted_in_the_discovery(tmp_path):
     found = disc.discover(tmp_path)
     tox_tests = [c.commands[0] for c in found.tests if c.source == "tox.ini"]
     assert tox_tests == [f"mkdir -p {tox.ENV_TMP} && pytest -rA "
-                         f"--junitxml=.codecorpus-reports/junit.xml --basetemp={tox.ENV_TMP} tests"]
+                         f"--junitxml={runners.RESULTS}/junit.xml --basetemp={tox.ENV_TMP} tests"]
     assert found.notes == ("tox.ini: left out (unresolved substitution): python -m pytest "
                            f"--log-file={tox.ENV_LOG}/x.log {{tty:--pdb:}} tests",)
 
