@@ -394,12 +394,7 @@ def run_git(repo: Path, *args: str, stdin: bytes | None = None,
 def fresh_tree(repo: Path, commit: str, dest: Path) -> None:
     """``dest`` holds ``commit``'s files and a one-commit git repository (build tools such as
     setuptools-scm want one); none of the repository's history or hooks come along."""
-    dest.mkdir(parents=True, exist_ok=True)
-    archive = run_git(repo, "archive", "--format=tar", commit)
-    if archive.returncode != 0:
-        raise ValueError(f"git archive {commit} in {repo} failed: {archive.stderr.decode()}")
-    subprocess.run(["tar", "-x", "--no-same-owner", "-C", str(dest)], input=archive.stdout,
-                   check=True, capture_output=True)
+    disc.checkout(repo, commit, dest)  # the tree, export-ignore paths included
     env = {"GIT_AUTHOR_DATE": "1980-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "1980-01-01T00:00:00Z"}
     for args in (("init", "-q"), ("add", "-A"),
                  ("-c", "user.name=codecorpus", "-c", "user.email=codecorpus@localhost",
