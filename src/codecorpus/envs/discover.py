@@ -221,7 +221,8 @@ def _ranked(cands) -> tuple[Candidate, ...]:
     unique: dict[tuple[tuple[str, ...], str], Candidate] = {}
     for c in cands:
         unique.setdefault((c.commands, c.toolchain), c)
-    return tuple(sorted(unique.values(), key=lambda c: (c.rank, c.source, c.line)))
+    return tuple(sorted(unique.values(),
+                        key=lambda c: (c.rank, c.parser == "auto", c.source, c.line)))
 
 
 def _skipped(path: Path, root: Path) -> bool:
@@ -232,11 +233,15 @@ def _skipped(path: Path, root: Path) -> bool:
 
 
 def _toolchain_of(command: str) -> str:
-    for word, chain in (("cargo", "rust"), ("go ", "go"), ("mvn", "java-maven"),
-                        ("gradle", "java-gradle"), ("ctest", "cmake"), ("cmake", "cmake"),
-                        ("npm", "node"), ("yarn", "node"), ("pnpm", "node"), ("node ", "node"),
-                        ("npx", "node"), ("make ", "make")):
-        if word in command:
+    """The toolchain a command line needs, from the programs it names.
+
+    >>> [_toolchain_of(c) for c in ("sphinx-build -b doctest docs", "npx vitest", "go test ./...")]
+    ['python', 'node', 'go']
+    """
+    for word, chain in (("cargo", "rust"), ("go", "go"), ("mvn|mvnw", "java-maven"),
+                        ("gradle|gradlew", "java-gradle"), ("ctest|cmake", "cmake"),
+                        ("npm|yarn|pnpm|node|npx", "node"), ("make", "make")):
+        if re.search(rf"(?:^|[\s/&;|(])(?:{word})(?=\s|$)", command):
             return chain
     return "python"
 
@@ -316,7 +321,8 @@ def not_a_test_job(workflow: str, job: str) -> bool:
 
 
 def _from_steps(scripts: list[str], text: str, source: str, test_job: bool = True,
-                package_scripts: dict[str, str] | None = None) -> list[tuple[str, Candidate]]:
+                package_scripts: dict[str, str] | None = None,
+                node_managers: dict[str, str] | None = None) -> list[tuple[str, Candidate]]:
     """One install candidate (the job's install lines in order) and one test candidate per
     test line. A job that is not a test job (``not_a_test_job``), or that runs no test line
     of its own (its tests run through tox or nox, whose readers give them), has its
@@ -329,12 +335,14 @@ def _from_steps(scripts: list[str], text: str, source: str, test_job: bool = Tru
             if _ORCHESTRATOR.search(line):
                 continue  # tox/nox: their own readers give the commands they would run
             if _TEST_WORDS.search(line) and not _INSTALL_WORDS.search(line):
+                if runners.lint_only(line, package_scripts or {}):
+                    continue  # ``npm run test:types``: a type check, not the tests
                 found = _test_candidate(line, source, line_of(text, line), CI,
                                         scripts=package_scripts)
                 out.append(("test", found if test_job else replace(found, rank=NOT_A_TEST_JOB)))
             elif _INSTALL_WORDS.search(line):
                 first_install = first_install or line_of(text, line)
-                installs.append(line)
+                installs.append(_through_npx(line, node_managers or {}))
     if installs:
         chain = _toolchain_of(" ".join(installs))
         setup = (VENV,) if chain == "python" else ()
@@ -342,6 +350,19 @@ def _from_steps(scripts: list[str], text: str, source: str, test_job: bool = Tru
         out.append(("install", Candidate((*setup, *installs), chain, source, first_install,
                                          rank)))
     return out
+
+
+def _through_npx(line: str, managers: dict[str, str]) -> str:
+    """A CI line that calls pnpm or yarn, calling it through npx at the version the
+    repository names (the sandbox has node and npm only).
+
+    >>> _through_npx("pnpm install --frozen-lockfile", {"pnpm": "pnpm@9"})
+    'npx --yes pnpm@9 install --frozen-lockfile'
+    """
+    for name, spec in managers.items():
+        if re.match(rf"{name}(\s|$)", line):
+            return f"npx --yes {spec}{line[len(name):]}"
+    return line
 
 
 def _test_candidate(line: str, source: str, where: int, rank: int, chain: str = "",
@@ -355,6 +376,7 @@ def _test_candidate(line: str, source: str, where: int, rank: int, chain: str = 
 def _github_actions(root: Path) -> list[tuple[str, Candidate]]:
     out = []
     package_scripts = _package_scripts(root)
+    managers = _npx_managers(root)
     for wf in sorted((root / ".github" / "workflows").glob("*.y*ml")):
         text = read_text(wf)
         try:
@@ -369,7 +391,7 @@ def _github_actions(root: Path) -> list[tuple[str, Candidate]]:
             test_job = not not_a_test_job(f"{wf.name} {doc.get('name') or ''}",
                                           f"{job_id} {job.get('name') or ''}")
             out += _from_steps(runs, text, str(wf.relative_to(root)), test_job,
-                               package_scripts)
+                               package_scripts, managers)
     return out
 
 
@@ -387,7 +409,7 @@ def _gitlab_ci(root: Path) -> list[tuple[str, Candidate]]:
         scripts = [s for key in ("before_script", "script") for s in _as_list(job.get(key))]
         test_job = not not_a_test_job(str(job.get("stage") or ""), str(name))
         out += _from_steps([s for s in scripts if isinstance(s, str)], text, ".gitlab-ci.yml",
-                           test_job, _package_scripts(root))
+                           test_job, _package_scripts(root), _npx_managers(root))
     return out
 
 
@@ -401,7 +423,8 @@ def _tox(root: Path, env: tox.ToxEnv | None) -> list[tuple[str, Candidate]]:
     """The install and test candidates of tox's test environment (``tox.read(root)``)."""
     if env is None:
         return []
-    groups = _dependency_groups(_toml(root / "pyproject.toml"), env.groups)
+    groups = [g for g in _dependency_groups(_toml(root / "pyproject.toml"), env.groups)
+              if not tox.not_from_an_index(g)]
     target = f"'.[{','.join(env.extras)}]'" if env.extras else "."
     install = [VENV, f"python -m pip install -e {target}" if env.install_package else ""]
     if env.deps:
@@ -488,11 +511,13 @@ def _python(root: Path) -> list[tuple[str, Candidate]]:
     req_cmds = tuple(f"python -m pip install -r {quote(str(r.relative_to(root)))}"
                      for r in runtime + test_reqs)
     group = next((g for g in _TEST_GROUPS if g in (py.get("dependency-groups") or {})), "")
-    group_deps = _dependency_groups(py, (group,) if group else ())
+    group_deps = [g for g in _dependency_groups(py, (group,) if group else ())
+                  if not tox.not_from_an_index(g)]
     group_cmd = ("python -m pip install " + " ".join(map(quote, group_deps)),) if group_deps else ()
     if py or setup_py or setup_cfg:
         line = line_of(read_text(root / source), f"{extra}" if extra else "[build-system]")
-        full = (VENV, f"python -m pip install -e {target}", *req_cmds, *group_cmd, *pytest_dep)
+        full = tuple(dict.fromkeys(
+            (VENV, f"python -m pip install -e {target}", *req_cmds, *group_cmd, *pytest_dep)))
         out.append(("install", Candidate(full, "python", source, line, MANIFEST)))
         plain = (VENV, "python -m pip install -e .", *pytest_dep)
         if plain != full:  # the test dependencies may be what fails to install
@@ -684,6 +709,15 @@ def _node_installs(root: Path, pkg: dict) -> list[str]:
     else:
         return ["npm install"]
     return [first, "npm install --no-package-lock"]
+
+
+def _npx_managers(root: Path) -> dict[str, str]:
+    """pnpm and yarn as ``npx`` names them, at the versions this repository needs."""
+    pkg, _ = _package(root)
+    manager = str(pkg.get("packageManager") or "").split("+")[0]
+    pnpm = manager if manager.startswith("pnpm@") else _pnpm_for(root / "pnpm-lock.yaml")
+    yarn = manager if manager.startswith("yarn@1") else "yarn@1"
+    return {"pnpm": pnpm, "yarn": yarn}
 
 
 def _pnpm_for(lockfile: Path) -> str:

@@ -47,7 +47,8 @@ LINTERS = frozenset({
     "xo", "eslint", "standard", "semistandard", "prettier", "tsd", "tslint", "biome", "oxlint",
     "dtslint", "attw", "publint", "size-limit", "depcheck", "knip", "markdownlint",
     "type-coverage", "check-dts", "lockfile-lint", "commitlint", "ls-engines", "license-checker",
-    "stylelint", "jshint", "jscs", "flow", "dependency-check", "npm-check", "nsp",
+    "stylelint", "jshint", "jscs", "flow", "dependency-check", "npm-check", "nsp", "oxfmt",
+    "dprint", "sort-package-json", "are-the-types-wrong", "tsgo", "vue-tsc", "lint-staged",
 })
 COVERAGE = frozenset({"nyc", "c8", "istanbul"})
 ENV_WRAPPERS = frozenset({"cross-env", "env", "dotenv", "npx", "pnpx", "bunx", "time", "npm",
@@ -103,8 +104,14 @@ def script_chain(command: str, scripts: dict[str, str], depth: int = 0) -> list[
 
 
 def _called_scripts(segment: str, scripts: dict[str, str]) -> list[tuple[str, str]] | None:
-    """The scripts a segment calls (with the arguments passed on), or None when it calls none."""
+    """The scripts a segment calls (with the arguments passed on), or None when it calls none.
+    Wrappers before the call are looked past (``nyc --reporter=text npm test``)."""
     words = _words(segment)
+    at = next((i for i, w in enumerate(words) if w in ("npm", "pnpm", "yarn", "run-s",
+                                                        "npm-run-all")), 0)
+    if at and _program([*words[:at], "mocha"])[0] == at:  # only wrappers before it
+        words = words[at:]
+        segment = " ".join(words)
     if words[:1] in (["run-s"], ["npm-run-all"]) and all(
             w in scripts or w.startswith("-") for w in words[1:]):
         names = [w for w in words[1:] if not w.startswith("-")]
@@ -162,7 +169,7 @@ def is_linter(segment: str) -> bool:
     --noEmit``, ``tsd``): not part of running the tests."""
     words = _words(segment)
     _, name = _program(words)
-    return name in LINTERS or (name == "tsc" and "--noEmit" in words)
+    return name in LINTERS or "--noEmit" in words or name.endswith("lint")
 
 
 def rewrite_js(segment: str) -> RunnerCommand | None:
@@ -230,7 +237,8 @@ def _mocha(args: list[str]) -> tuple[str, str, str]:
 
 
 def _jest(args: list[str]) -> tuple[str, str, str]:
-    args = _without(args, ("--json", "--outputFile", "--watch", "--watchAll"), valued=False)
+    args = _without(args, ("--json", "--outputFile", "--watch", "--watchAll", "--coverage"),
+                    valued=False)
     args = _without(args, ("--outputFile",))
     return (_then(_join(args), f"--ci --json --outputFile={RESULTS}/jest.json"), "json",
             f"{REPORTS_DIR}/jest.json")
@@ -238,7 +246,8 @@ def _jest(args: list[str]) -> tuple[str, str, str]:
 
 def _vitest(args: list[str]) -> tuple[str, str, str]:
     args = _without(args, ("--reporter", "--outputFile", "--watch", "-w"))
-    args = [a for a in args if not a.startswith("--outputFile.") and a not in ("--watch", "-w")]
+    args = [a for a in args if not a.startswith(("--outputFile.", "--coverage"))
+            and a not in ("--watch", "-w")]  # coverage: time and a provider, not a test
     if not args or args[0] not in ("run", "bench"):
         args = ["run", *[a for a in args if a != "watch"]]
     return (_then(_join(args), "--reporter=default --reporter=junit "
@@ -277,11 +286,22 @@ _REWRITES = {"mocha": _mocha, "jest": _jest, "vitest": _vitest, "ava": _ava,
              "node --test": _node_test, "tap": _tap, "tape": _plain_tap, "uvu": _uvu}
 
 
+def lint_only(line: str, scripts: dict[str, str]) -> bool:
+    """Whether every command a script line runs lints or type-checks (no test runs).
+
+    >>> lint_only("pnpm test:types", {"test:types": "tsc --noEmit"}), lint_only("xo && ava", {})
+    (True, False)
+    """
+    chain = script_chain(line, scripts)
+    return bool(chain) and all(is_linter(segment) for segment in chain)
+
+
 def node_test_command(line: str, scripts: dict[str, str]) -> RunnerCommand | None:
     """A package's test line (``npm test``, ``yarn test:unit``, ``xo && c8 ava``) as the
     commands it runs with each runner reporting per test: builds kept in order, linters
     dropped, the runner rewritten (``rewrite_js``). None when no known runner is in the chain;
-    a chain of more than one runner keeps the first that reports to a file.
+    a chain of more than one runner keeps the first that reports to a file. ``lint_only``
+    tells a line that only lints (``pnpm test:types``) from one with no known runner.
 
     >>> c = node_test_command("npm test", {"test": "xo && nyc ava", "pretest": "tsc -p ."})
     >>> print(c.command, c.parser)

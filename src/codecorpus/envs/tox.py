@@ -52,9 +52,12 @@ _NOT_TESTS = frozenset({
     "coverage", "report", "combine", "clean", "bench", "benchmark", "benchmarks", "safety",
     "security", "bandit", "pydocstyle", "docformatter", "autopep8", "update", "fetch",
     "compile", "upgrade", "dev", "develop", "venv", "cog", "pep8", "qa", "verify_tables",
+    "doctest", "doctests", "sphinx", "linkcheck", "mkdocs", "perf", "asv",
 })
 _COND = re.compile(r"^([!\w.{},+-]+):\s+(.*)$")
 _SUB = re.compile(r"\{([^{}]*)\}")
+_NOT_FROM_AN_INDEX = re.compile(r"(^|[\s@])(git|hg|svn|bzr)\+|(^|[\s@])https?://")
+"""A requirement fetched from a VCS or a URL: the sandbox reaches package indexes only."""
 _WHOLE_REF = re.compile(r"\{\[([^\]]+)\]([\w-]+)\}")
 
 
@@ -457,6 +460,17 @@ def _posargs(text: str) -> str:
         text = text[:start] + default + text[end + 1:]
 
 
+def not_from_an_index(requirement: str) -> bool:
+    """Whether a requirement is fetched from a VCS or a URL, which the sandbox cannot reach.
+
+    >>> not_from_an_index("git+https://github.com/a/b"), not_from_an_index("nbval @ https://x/y.zip")
+    (True, True)
+    >>> not_from_an_index("pytest>=8")
+    False
+    """
+    return bool(_NOT_FROM_AN_INDEX.search(requirement))
+
+
 def _pip_args(dep: str) -> list[str]:
     """One ``deps`` line as pip arguments: ``-r file`` and the like split, a requirement
     quoted for the shell."""
@@ -472,10 +486,13 @@ def resolve(ini: configparser.ConfigParser, name: str, file: str, text: str) -> 
     deps = []
     for dep in r.lines("deps"):
         dep = r.substitute(dep)
-        if dep:
+        if dep and not_from_an_index(dep):
+            r.notes.append(f"left out (not from a package index): {dep[:120]}")
+        elif dep:
             deps += _pip_args(dep)
     header = f"[{r.own.name}]" if r.own is not None else "[testenv]"
-    first = line_of(text, header) or line_of(text, "[testenv")
+    first = (line_of(text, header) or line_of(text, "[testenv") or line_of(text, "env_run_base")
+             or line_of(text, "[tool.tox") or line_of(text, "env_list"))
     commands = _commands(r, text, first)
     package = (r.raw("package") or "").strip()
     skip = r.boolean("skip_install") or package == "skip"
