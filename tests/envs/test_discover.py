@@ -58,8 +58,9 @@ def test_ci_first_with_file_and_line(tmp_path):
     sources = [(c.source, c.rank) for c in found.tests]
     assert sources.index(("tox.ini", disc.CI)) < sources.index(("pyproject.toml", disc.MANIFEST))
     manifest = next(c for c in found.installs if c.source == "pyproject.toml")
-    assert manifest.commands == (disc.VENV, "python -m pip install -e '.[test]'",
-                                 "python -m pip install pytest")
+    # the package last: pytest's own dependencies must not replace the checkout's code
+    assert manifest.commands == (disc.VENV, "python -m pip install pytest",
+                                 "python -m pip install -e '.[test]'")
     assert manifest.line == PYPROJECT.splitlines().index('test = ["pytest"]') + 1
 
 

@@ -92,9 +92,10 @@ def test_discovery_from_tox_installs_its_dependencies(tmp_path):
     inst = found.installs[0]
     assert (inst.source, inst.rank) == ("tox.ini", disc.CI)
     assert inst.commands == (
-        disc.VENV, "python -m pip install -e '.[test]'",
+        disc.VENV,
         "python -m pip install -r requirements/tests.txt pytest-xdist hypothesis",
-        "python -m pip install 'pytest>=8' coverage 'tomli; python_version < '\\''3.11'\\'''")
+        "python -m pip install 'pytest>=8' coverage 'tomli; python_version < '\\''3.11'\\'''",
+        "python -m pip install -e '.[test]'")  # the package last, as tox installs it
     test = found.tests[0]
     assert test.source == "tox.ini" and test.parser == "junit"
     assert f"-rA --junitxml={runners.RESULTS}/junit.xml" in test.commands[0]
@@ -121,13 +122,13 @@ def test_manifest_install_gathers_the_test_dependencies(tmp_path):
                           "tests/test_a.py": "def test_a():\n    pass\n"})
     found = disc.discover(tmp_path)
     full, plain = [c.commands for c in found.installs if c.source == "pyproject.toml"]
-    assert full == (disc.VENV, "python -m pip install -e .",
+    assert full == (disc.VENV,
                     "python -m pip install -r requirements.txt",
                     "python -m pip install -r requirements-tests.txt",
                     "python -m pip install 'pytest>=8' coverage "
                     "'tomli; python_version < '\\''3.11'\\'''",
-                    "python -m pip install pytest")
-    assert plain == (disc.VENV, "python -m pip install -e .", "python -m pip install pytest")
+                    "python -m pip install pytest", "python -m pip install -e .")
+    assert plain == (disc.VENV, "python -m pip install pytest", "python -m pip install -e .")
     files, _ = disc.dependency_hash(tmp_path)
     assert "requirements-tests.txt" in files
 

@@ -426,11 +426,13 @@ def _tox(root: Path, env: tox.ToxEnv | None) -> list[tuple[str, Candidate]]:
     groups = [g for g in _dependency_groups(_toml(root / "pyproject.toml"), env.groups)
               if not tox.not_from_an_index(g)]
     target = f"'.[{','.join(env.extras)}]'" if env.extras else "."
-    install = [VENV, f"python -m pip install -e {target}" if env.install_package else ""]
+    install = [VENV]
     if env.deps:
         install.append("python -m pip install " + " ".join(env.deps))
     if groups:
         install.append("python -m pip install " + " ".join(quote(g) for g in groups))
+    if env.install_package:  # last, as tox installs it: no test tool's dependency replaces it
+        install.append(f"python -m pip install -e {target}")
     out = [("install", Candidate(tuple(c for c in install if c), "python", env.file, env.line,
                                  CI))]
     for cmd, line in env.commands:
@@ -516,10 +518,12 @@ def _python(root: Path) -> list[tuple[str, Candidate]]:
     group_cmd = ("python -m pip install " + " ".join(map(quote, group_deps)),) if group_deps else ()
     if py or setup_py or setup_cfg:
         line = line_of(read_text(root / source), f"{extra}" if extra else "[build-system]")
+        # the package last: a test tool that depends on it (pytest on iniconfig, pluggy and
+        # packaging) would otherwise replace the checkout's code with the registry's
         full = tuple(dict.fromkeys(
-            (VENV, f"python -m pip install -e {target}", *req_cmds, *group_cmd, *pytest_dep)))
+            (VENV, *req_cmds, *group_cmd, *pytest_dep, f"python -m pip install -e {target}")))
         out.append(("install", Candidate(full, "python", source, line, MANIFEST)))
-        plain = (VENV, "python -m pip install -e .", *pytest_dep)
+        plain = (VENV, *pytest_dep, "python -m pip install -e .")
         if plain != full:  # the test dependencies may be what fails to install
             out.append(("install", Candidate(plain, "python", source, line, MANIFEST)))
     elif req_cmds:
