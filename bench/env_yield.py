@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -101,6 +102,8 @@ def run_one(name: str, lang: str, clones: Path, out: Path, fresh: bool) -> dict:
     clone = clone_of(clones, name)
     if clone is None:
         return {"repo": name, "lang": lang, "verdict": "no_clone", "ran": False}
+    if fresh:  # the pipeline would resume the old run: start it anew
+        shutil.rmtree(dest / "run", ignore_errors=True)
     recipe = write_recipe(clone, name, dest)
     cmd = [sys.executable, "-m", "codecorpus", "run", str(recipe), "--quiet", "--workers", "1",
            "--until", "env_verify", "--set", "env_discover.max_versions=1"]
