@@ -140,9 +140,11 @@ def summarize(run: Path, name: str, lang: str) -> dict:
                 "skipped": counts.get("skipped", 0), "flaky": len(record.get("flaky") or []),
                 "cpu_seconds": float(kept[0].get("cpu_seconds") or 0.0),
                 "fresh_tree": fresh_tree_of(record)}
-    drops = [r for p in sorted(run.glob("*/_dropped/*.parquet")) for r in pq.read_table(p).to_pylist()]
+    drops = [r for p in sorted(run.glob("*/_dropped/*.parquet")) for r in pq.read_table(p).to_pylist()
+             if r["reason"] != "over_max_versions"]  # older dependency versions: not measured
+    drops.sort(key=lambda r: r.get("stage") != "env_verify")
     if drops:
-        drop = drops[-1]
+        drop = drops[0]
         detail = {}
         try:
             detail = json.loads(drop.get("detail") or "{}")
