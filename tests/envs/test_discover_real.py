@@ -224,3 +224,16 @@ def test_nox_sessions_other_than_tests_rank_low(tmp_path):
     assert [c.rank for c in docs] == [disc.NOT_A_TEST_JOB]
     assert found.tests[0].commands[0] == (f"python -m pytest -rA --junitxml={runners.RESULTS}"
                                           "/junit.xml tests")
+
+
+def test_reporter_flags_replace_the_scripts_own():
+    """A script's own reporter, output file and watch flags give way to ours; the other
+    arguments stay where they were, globs unquoted for the runner to expand."""
+    mocha = runners.rewrite_js("mocha -w --reporter dot -O foo=bar 'test/**/*.spec.js' --exit")
+    assert mocha.command == ("mocha test/**/*.spec.js --exit --reporter xunit --reporter-option "
+                             f"output={runners.RESULTS}/mocha.xml")
+    jest = runners.rewrite_js("jest --outputFile out.json --json --watchAll=false -i")
+    assert jest.command == f"jest -i --ci --json --outputFile={runners.RESULTS}/jest.json"
+    vitest = runners.rewrite_js("vitest --watch --reporter verbose --dir src")
+    assert vitest.command == ("vitest run --dir src --reporter=default --reporter=junit "
+                              f"--outputFile={runners.RESULTS}/vitest.xml")

@@ -229,25 +229,24 @@ def _then(args: str, flags: str) -> str:
 
 
 def _mocha(args: list[str]) -> tuple[str, str, str]:
-    args = _without(args, ("--reporter", "-R", "--reporter-option", "--reporter-options",
-                           "-O", "--watch", "-w"))
-    args = [a for a in args if a not in ("--watch", "-w")]
+    args = _without(args, ("--watch", "-w"), valued=False)
+    args = _without(args, ("--reporter", "-R", "--reporter-option", "--reporter-options", "-O"))
     return (_then(_join(args), f"--reporter xunit --reporter-option output={RESULTS}/mocha.xml"),
             "junit", f"{REPORTS_DIR}/mocha.xml")
 
 
 def _jest(args: list[str]) -> tuple[str, str, str]:
-    args = _without(args, ("--json", "--outputFile", "--watch", "--watchAll", "--coverage"),
-                    valued=False)
     args = _without(args, ("--outputFile",))
+    args = _without(args, ("--json", "--watch", "--watchAll", "--coverage"), valued=False)
     return (_then(_join(args), f"--ci --json --outputFile={RESULTS}/jest.json"), "json",
             f"{REPORTS_DIR}/jest.json")
 
 
 def _vitest(args: list[str]) -> tuple[str, str, str]:
-    args = _without(args, ("--reporter", "--outputFile", "--watch", "-w"))
-    args = [a for a in args if not a.startswith(("--outputFile.", "--coverage"))
-            and a not in ("--watch", "-w")]  # coverage: time and a provider, not a test
+    args = _without(args, ("--watch", "-w"), valued=False)
+    args = _without(args, ("--reporter", "--outputFile"))
+    args = [a for a in args if not a.startswith(("--outputFile.", "--coverage"))]
+    # coverage costs time and needs its provider installed; it is not a test
     if not args or args[0] not in ("run", "bench"):
         args = ["run", *[a for a in args if a != "watch"]]
     return (_then(_join(args), "--reporter=default --reporter=junit "
