@@ -207,7 +207,8 @@ def test_lint_only_ci_lines_are_not_tests(tmp_path):
     found = disc.discover(tmp_path)
     assert [c.commands[0].rsplit(" && ", 1)[-1] for c in found.tests if c.rank == disc.CI] == [
         f"vitest run --reporter=default --reporter=junit --outputFile={runners.RESULTS}/vitest.xml"]
-    assert found.installs[0].commands == ("npx --yes pnpm@9 install",)  # the sandbox has npm only
+    assert found.installs[0].commands == (  # the sandbox has npm only
+        f"{disc.NO_BROWSER_DOWNLOADS} npx --yes pnpm@9 install",)
 
 
 def test_nox_sessions_other_than_tests_rank_low(tmp_path):

@@ -342,7 +342,8 @@ def _from_steps(scripts: list[str], text: str, source: str, test_job: bool = Tru
                 out.append(("test", found if test_job else replace(found, rank=NOT_A_TEST_JOB)))
             elif _INSTALL_WORDS.search(line):
                 first_install = first_install or line_of(text, line)
-                installs.append(_through_npx(line, node_managers or {}))
+                line = _through_npx(line, node_managers or {})
+                installs.append(_node_install(line) if _toolchain_of(line) == "node" else line)
     if installs:
         chain = _toolchain_of(" ".join(installs))
         setup = (VENV,) if chain == "python" else ()
@@ -632,6 +633,22 @@ def _has_python_tests(root: Path) -> bool:
 _NPM_DEFAULT_TEST = 'echo "Error: no test specified" && exit 1'
 
 
+NO_BROWSER_DOWNLOADS = ("PUPPETEER_SKIP_DOWNLOAD=1 PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 "
+                        "CYPRESS_INSTALL_BINARY=0 CHROMEDRIVER_SKIP_DOWNLOAD=true")
+"""Set for node installs: browser binaries come from hosts other than the registry, which
+the sandbox cannot reach, and a postinstall that fetches one fails the whole install
+(yargs-parser's puppeteer)."""
+
+
+def _node_install(command: str) -> str:
+    """A node install command with browser downloads turned off.
+
+    >>> _node_install("npm ci")
+    'PUPPETEER_SKIP_DOWNLOAD=1 PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 CYPRESS_INSTALL_BINARY=0 CHROMEDRIVER_SKIP_DOWNLOAD=true npm ci'
+    """
+    return f"{NO_BROWSER_DOWNLOADS} {command}"
+
+
 def _package(root: Path) -> tuple[dict, str]:
     """``package.json`` as a dict (empty when absent or malformed) and its text."""
     text = read_text(root / "package.json")
@@ -659,7 +676,7 @@ def _node(root: Path) -> list[tuple[str, Candidate]]:
         return []
     lock = _lockfile(root)
     source = lock or "package.json"
-    out = [("install", Candidate((cmd,), "node", source, 1, MANIFEST))
+    out = [("install", Candidate((_node_install(cmd),), "node", source, 1, MANIFEST))
            for cmd in _node_installs(root, pkg)]
     scripts = _package_scripts(root)
     script = scripts.get("test", "")
