@@ -1,22 +1,28 @@
-"""Environment yield on real packages: discovery + sandboxed verification of sdists.
+"""Environment yield on real repositories: the shipped recipe on public clones, newest commits.
 
-Downloads the source distributions of popular pure-Python packages that ship their tests
-(``pip download --no-binary :all: --no-deps``; this needs a package index at bench time),
-makes each a one-commit git repository, and runs discovery and verification on it in the
-sandbox. Prints the yield (goal: 16 of 20, Repo2Run's 86% on Python is the bar), the
-failures by reason, CPU seconds per verified environment, and the median sandbox overhead
-per command against the same command run bare (goal: under 100 ms).
+Runs ``pipelines/repo-envs.yaml`` as shipped, its sources pointed at one repository clone at
+a time (bare or not) and its discovery at the newest dependency version only
+(``env_discover.max_versions=1``), up to ``env_verify``: discovery reads the tree, the
+candidates install and run in the sandbox, and each repository ends verified or dropped with
+a reason. The repositories are listed in ``bench/env_repos.txt`` (owner/name and language);
+their clones live outside the repository (``--clones``), their code is never committed.
 
-Downloads are kept in ``--cache`` (default ``~/.cache/codecorpus/env-yield``; never in the
-repository), and each package's verification record, every sandboxed step with its output
-tail, is written to ``--logs`` so a failure can be read afterwards.
+Per repository it prints the verdict (verified, or the drop reason), the parser, tests
+passed/failed/skipped, the sandboxed CPU seconds and the wall seconds of the run; then per
+language the honest yield against the goals (85% Python, 70% JavaScript, median CPU under 60
+s per verified environment). An environment counts as honest when its results are per test
+(any parser but ``exit-code``), at least 5 tests pass, at least 80% of the tests that ran
+pass, and a fresh tree reproduced it (when the verification records that; "unchecked" when
+the pipeline does not).
 
-Timing figures need an idle machine: ``--overhead-only`` measures just the sandbox overhead,
-so a shared timing lock is held only for that.
+Each repository's run is a folder under ``--out`` (the pipeline resumes it when rerun) with a
+``bench.json`` summary; a repository with a summary is not run again unless ``--fresh``, so
+the bench is incremental: ``--repos`` runs some, and the report covers every summary of the
+listed repositories found under ``--out``.
 
-    python bench/env_yield.py                       # all 20 packages, then the overhead
-    python bench/env_yield.py --only attrs,tomli    # some packages
-    python bench/env_yield.py --overhead-only       # the timed part alone
+    python bench/env_yield.py --clones /work/benchdata/env-repos              # all, 1 at a time
+    python bench/env_yield.py --clones DIR --repos pallets/click,vercel/ms --jobs 2
+    python bench/env_yield.py --clones DIR --report-only                      # the table again
 """
 
 from __future__ import annotations
@@ -24,158 +30,232 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
+import resource
+import shutil
 import statistics
 import subprocess
-import tarfile
-import tempfile
+import sys
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from codecorpus.envs import sandbox as sb
-from codecorpus.envs import verify
+import pyarrow.parquet as pq
+import yaml
 
-PACKAGES = (
-    "iniconfig", "six", "attrs", "packaging", "pluggy", "more-itertools", "toolz", "idna",
-    "python-dateutil", "tomli", "itsdangerous", "click", "pyparsing", "sortedcontainers",
-    "cachetools", "decorator", "tabulate", "wcwidth", "jmespath", "boltons",
-)
-ALTERNATES = ("zipp", "platformdirs", "typing-extensions", "chardet", "termcolor", "mccabe")
-"""Taken in this order, fixed before any was measured, for a package whose sdist ships no
-tests (tomli and sortedcontainers publish theirs without): the bench measures packages that
-ship tests, as its premise says, and prints which were passed over."""
-_TEST_FILE = re.compile(r"(^|/)(tests?|testing)/|(^|/)(test_\w+|\w+_test|tests?)\.py$")
+ROOT = Path(__file__).resolve().parents[1]
+RECIPE = ROOT / "pipelines" / "repo-envs.yaml"
+REPOS = Path(__file__).with_name("env_repos.txt")
+DEFAULT_OUT = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "codecorpus/env-yield"
+GOALS = {"python": 0.85, "node": 0.70}
+MIN_PASSED, MIN_PASS_RATE, MEDIAN_CPU_GOAL = 5, 0.8, 60.0
+SUMMARY = "bench.json"
 
 
-DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "codecorpus/env-yield"
+def listed(path: Path = REPOS) -> list[tuple[str, str]]:
+    """(owner/name, language) of each listed repository."""
+    out = []
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, lang = line.split()
+            out.append((name, lang))
+    return out
 
 
-def download(name: str, dest: Path, box: sb.SandboxConfig) -> Path | None:
-    """The package's sdist, downloaded by pip into ``dest/name`` once (None when pip finds
-    none). pip prepares an sdist's metadata by running its build backend, which is the
-    package's code, so the download runs in the sandbox too (network on, as in an install)."""
-    work = dest / name
-    found = sorted(work.glob("*.tar.gz"))
-    if found:
-        return found[0]
-    work.mkdir(parents=True, exist_ok=True)
-    res = sb.run(f"python3 -m pip download --no-binary :all: --no-deps -q -d . {name}", work, box,
-                 network=True, merge_stderr=True)
-    found = sorted(work.glob("*.tar.gz"))
-    if not res.ok or not found:
-        print(f"  {name}: download failed: {res.violation or res.exit_code} "
-              f"{res.stdout.strip()[-200:]}")
-        return None
-    return found[0]
+def clone_of(clones: Path, name: str) -> Path | None:
+    """The clone of ``owner/name`` in ``clones``: ``owner+name.git``, ``owner+name``,
+    ``name.git`` or ``name``."""
+    owner, short = name.split("/")
+    for candidate in (f"{owner}+{short}.git", f"{owner}+{short}", f"{short}.git", short):
+        if (clones / candidate).exists():
+            return clones / candidate
+    return None
 
 
-def ships_tests(sdist: Path) -> bool:
-    """Whether an sdist holds test files (a ``tests/`` folder, ``test_*.py``, ``*_test.py``)."""
-    with tarfile.open(sdist) as tar:
-        names = [m.name.split("/", 1)[-1] for m in tar.getmembers()]
-    return any(_TEST_FILE.search(n) for n in names)
+def run_dir(out: Path, name: str) -> Path:
+    return out / name.replace("/", "+")
 
 
-def as_repository(sdist: Path, dest: Path) -> tuple[Path, str]:
-    """Extract an sdist and commit it as a git repository; its path and commit id."""
-    with tarfile.open(sdist) as tar:
-        tar.extractall(dest, filter="data")
-    root = next(p for p in dest.iterdir() if p.is_dir())
-    env = {"GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@localhost",
-           "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@localhost",
-           "PATH": "/usr/bin:/bin"}
-    for args in (["init", "-q"], ["add", "-A", "-f"], ["commit", "-q", "-m", sdist.name]):
-        subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                            text=True, check=True).stdout.strip()
-    return root, commit
+def write_recipe(clone: Path, name: str, dest: Path) -> Path:
+    """The shipped recipe with its sources replaced by one git repository and its outputs in
+    ``dest``; every other setting as shipped. Relative paths of the shipped recipe are made
+    absolute (the copy lives elsewhere)."""
+    recipe = yaml.safe_load(RECIPE.read_text())
+    recipe["sources"] = [{"type": "git", "name": name.replace("/", "+"), "path": str(clone)}]
+    recipe["out"] = str(dest / "run")
+    tasks = (recipe.get("stages") or {}).get("task_validate") or {}
+    if isinstance(tasks.get("tasks"), str) and not Path(tasks["tasks"]).is_absolute():
+        tasks["tasks"] = str((RECIPE.parent / tasks["tasks"]).resolve())
+    dest.mkdir(parents=True, exist_ok=True)
+    path = dest / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe, sort_keys=False))
+    return path
+
+
+def run_one(name: str, lang: str, clones: Path, out: Path, fresh: bool) -> dict:
+    """Run the recipe on one repository (or read its summary) and return the summary."""
+    dest = run_dir(out, name)
+    summary_file = dest / SUMMARY
+    if summary_file.is_file() and not fresh:
+        return json.loads(summary_file.read_text())
+    clone = clone_of(clones, name)
+    if clone is None:
+        return {"repo": name, "lang": lang, "verdict": "no_clone", "ran": False}
+    if fresh:  # the pipeline would resume the old run: start it anew
+        shutil.rmtree(dest / "run", ignore_errors=True)
+    recipe = write_recipe(clone, name, dest)
+    cmd = [sys.executable, "-m", "codecorpus", "run", str(recipe), "--quiet", "--workers", "1",
+           "--until", "env_verify", "--set", "env_discover.max_versions=1"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    wall = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    (dest / "run.log").write_text(proc.stdout[-200_000:] + "\n--- stderr\n" + proc.stderr[-200_000:])
+    summary = summarize(dest / "run", name, lang)
+    summary.update(wall_seconds=round(wall, 1), exit_code=proc.returncode,
+                   process_cpu_seconds=round((after.ru_utime + after.ru_stime)
+                                             - (before.ru_utime + before.ru_stime), 1))
+    if proc.returncode != 0 and summary["verdict"] == "no_result":
+        summary["verdict"] = f"pipeline_error: {(proc.stderr or proc.stdout).strip()[-300:]}"
+    summary_file.write_text(json.dumps(summary, indent=1, sort_keys=True))
+    return summary
+
+
+def summarize(run: Path, name: str, lang: str) -> dict:
+    """What the run says of the repository: its verified environment or its drop."""
+    base = {"repo": name, "lang": lang, "ran": True}
+    kept = [r for p in sorted((run / "env_verify").glob("part-*.parquet"))
+            for r in pq.read_table(p).to_pylist()]
+    if kept:
+        record = json.loads(kept[0]["verification"])
+        tests = record.get("tests") or {}
+        counts = Counter(tests.values())
+        return {**base, "verdict": "verified", "parser": record.get("parser", ""),
+                "test": record.get("test", ""), "install": record.get("install", []),
+                "passed": counts.get("passed", 0), "failed": counts.get("failed", 0),
+                "skipped": counts.get("skipped", 0), "flaky": len(record.get("flaky") or []),
+                "cpu_seconds": float(kept[0].get("cpu_seconds") or 0.0),
+                "fresh_tree": fresh_tree_of(record)}
+    drops = [r for p in sorted(run.glob("*/_dropped/*.parquet")) for r in pq.read_table(p).to_pylist()
+             if r["reason"] != "over_max_versions"]  # older dependency versions: not measured
+    drops.sort(key=lambda r: r.get("stage") != "env_verify")
+    if drops:
+        drop = drops[0]
+        detail = {}
+        try:
+            detail = json.loads(drop.get("detail") or "{}")
+        except ValueError:
+            detail = {"text": drop.get("detail")}
+        return {**base, "verdict": drop["reason"], "stage": drop.get("stage"),
+                "cpu_seconds": float(detail.get("cpu_seconds") or 0.0), "detail": detail}
+    return {**base, "verdict": "no_result"}
+
+
+def fresh_tree_of(record: dict) -> bool | None:
+    """Whether the verification reproduced its counts in a fresh tree, when it records that
+    (a ``fresh_tree``/``reproduced`` field); None when it does not say."""
+    for key in ("fresh_tree", "reproduced", "fresh"):
+        value = record.get(key)
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, dict):
+            for inner in ("reproduced", "ok", "same", "verified"):
+                if isinstance(value.get(inner), bool):
+                    return value[inner]
+    return None
+
+
+def honest(summary: dict) -> tuple[bool, str]:
+    """Whether a verified environment meets the bar, and the first criterion it misses."""
+    if summary.get("verdict") != "verified":
+        return False, summary.get("verdict", "")
+    passed, failed = summary.get("passed", 0), summary.get("failed", 0)
+    if summary.get("parser") in ("", "exit-code"):
+        return False, "no per-test parser"
+    if passed < MIN_PASSED:
+        return False, f"{passed} passed < {MIN_PASSED}"
+    if passed / max(passed + failed, 1) < MIN_PASS_RATE:
+        return False, f"pass rate {passed / (passed + failed):.0%} < {MIN_PASS_RATE:.0%}"
+    if summary.get("fresh_tree") is False:
+        return False, "fresh tree differs"
+    return True, "" if summary.get("fresh_tree") else "fresh tree unchecked"
+
+
+def print_row(s: dict) -> None:
+    ok, why = honest(s)
+    tests = (f"{s.get('passed', 0):5d} {s.get('failed', 0):5d} {s.get('skipped', 0):5d}"
+             if s.get("verdict") == "verified" else f"{'-':>5} {'-':>5} {'-':>5}")
+    verdict = str(s.get("verdict", ""))[:30]
+    print(f"{s['repo']:32} {s['lang']:6} {verdict:30} {s.get('parser', '-') or '-':9} {tests} "
+          f"{s.get('cpu_seconds', 0.0):8.1f} {s.get('wall_seconds', 0.0):7.1f}  "
+          f"{'honest' if ok else '-':6} {why}", flush=True)
+
+
+def report(summaries: list[dict]) -> None:
+    """Per language: the honest yield against its goal, the failures by reason, and the
+    median CPU seconds per verified environment."""
+    print()
+    for lang in sorted({s["lang"] for s in summaries}):
+        rows = [s for s in summaries if s["lang"] == lang and s.get("ran")]
+        if not rows:
+            continue
+        verified = [s for s in rows if s["verdict"] == "verified"]
+        honest_rows = [s for s in rows if honest(s)[0]]
+        goal = GOALS.get(lang, 0.0)
+        share = len(honest_rows) / len(rows)
+        print(f"{lang}: {len(honest_rows)} of {len(rows)} honest ({share:.0%}; goal {goal:.0%}: "
+              f"{'met' if share >= goal else 'missed'}), {len(verified)} verified by the pipeline")
+        unchecked = sum(1 for s in honest_rows if s.get("fresh_tree") is None)
+        if unchecked:
+            print(f"  {unchecked} of them without a fresh-tree check recorded by the pipeline")
+        misses = Counter(honest(s)[1].split(":")[0] for s in rows if not honest(s)[0])
+        print("  not honest, by reason:", dict(sorted(misses.items())) or "none")
+        cpu = [s.get("cpu_seconds", 0.0) for s in honest_rows]
+        if cpu:
+            median = statistics.median(cpu)
+            print(f"  CPU seconds per honest environment: median {median:.1f} (goal < "
+                  f"{MEDIAN_CPU_GOAL:.0f}: {'met' if median < MEDIAN_CPU_GOAL else 'missed'}), "
+                  f"total {sum(cpu):.1f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--packages", type=int, default=len(PACKAGES))
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--only", default="", help="comma-separated package names")
-    parser.add_argument("--overhead-repeats", type=int, default=20)
-    parser.add_argument("--overhead-only", action="store_true")
-    parser.add_argument("--no-overhead", action="store_true")
-    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="downloaded sdists")
-    parser.add_argument("--logs", type=Path, default=DEFAULT_CACHE / "logs",
-                        help="one verification record (steps, output tails) per package")
+    parser.add_argument("--clones", type=Path, required=True,
+                        help="folder of repository clones (owner+name.git, name, ...)")
+    parser.add_argument("--repos", default="", help="comma-separated owner/name (default: all listed)")
+    parser.add_argument("--list", type=Path, default=REPOS, help="repository list")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="run folders and summaries")
+    parser.add_argument("--jobs", type=int, default=1, help="repositories run at once")
+    parser.add_argument("--fresh", action="store_true", help="run again those already summarized")
+    parser.add_argument("--report-only", action="store_true", help="print the summaries found")
     args = parser.parse_args()
-    names = [n for n in args.only.split(",") if n] or list(PACKAGES)
-    box = sb.SandboxConfig(toolchain_paths=sb.python_toolchain(),
-                           path_dirs=(sb.python_toolchain()[0] + "/bin",))
-    outcomes: dict[str, verify.Verification | None] = {}
-    if not args.overhead_only:
-        want = len(names) if args.only else args.packages
-        queue = names if args.only else [*names, *ALTERNATES]
-        outcomes = verify_packages(queue, want, box, args)
-    costs = {}
-    if not args.no_overhead:
-        with tempfile.TemporaryDirectory(prefix="env-overhead-") as work:
-            python = f"{sb.python_toolchain()[0]}/bin/python3"  # the same binary bare and boxed
-            for label, argv in (("true", ("true",)), ("python3 -c pass", (python, "-c", "pass"))):
-                costs[label] = sb.overhead(box, Path(work), argv, args.overhead_repeats)
-    report(outcomes, costs)
-
-
-def verify_packages(queue: list[str], want: int, box: sb.SandboxConfig,
-                    args: argparse.Namespace) -> dict[str, verify.Verification | None]:
-    """Download, commit and verify packages from ``queue`` until ``want`` that ship tests
-    are measured; one line per package as it finishes."""
-    outcomes: dict[str, verify.Verification | None] = {}
-    args.logs.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="env-yield-") as tmp:
-        tmp_path = Path(tmp)
-        cfg = verify.VerifyConfig(cache_dir=str(tmp_path / "cache"), runs=args.runs)
-        for name in queue:
-            if len(outcomes) >= want:
-                break
-            t0 = time.monotonic()
-            sdist = download(name, args.cache / "sdists", box)
-            if sdist is None:
-                outcomes[name] = None
-                continue
-            if not ships_tests(sdist):
-                print(f"  {name:18} passed over: its sdist ({sdist.name}) ships no tests")
-                continue
-            repo, commit = as_repository(sdist, tmp_path / "repos" / name)
-            env = verify.verify_revision(repo, commit, cfg)
-            outcomes[name] = env
-            (args.logs / f"{name}.json").write_text(
-                json.dumps(verify.verification_record(env), indent=1, default=str))
-            status = "verified" if env.verified else env.reason
-            passed = sum(s == "passed" for s in env.tests.values())
-            print(f"  {name:18} {status:18} passed={passed:4d}/{len(env.tests):4d} "
-                  f"parser={env.parser or '-':9} cpu={env.cpu_seconds:7.1f}s "
-                  f"wall={time.monotonic() - t0:6.1f}s test={env.test[:70]!r}", flush=True)
-    return outcomes
-
-
-def report(outcomes: dict[str, verify.Verification | None],
-           costs: dict[str, dict[str, float]]) -> None:
-    """The yield, failures by reason, CPU per verified environment, sandbox overhead."""
-    if outcomes:
-        _yield(outcomes)
-    for label, cost in costs.items():
-        print(f"sandbox overhead per command ({label}): median {cost['overhead_ms']:.1f} ms "
-              f"(bare {cost['bare_ms']:.1f} ms, sandboxed {cost['sandbox_ms']:.1f} ms; "
-              "goal < 100 ms)")
-
-
-def _yield(outcomes: dict[str, verify.Verification | None]) -> None:
-    verified = [e for e in outcomes.values() if e and e.verified]
-    reasons = Counter("download_failed" if e is None else e.reason
-                      for e in outcomes.values() if e is None or not e.verified)
-    print(f"\nyield: {len(verified)} of {len(outcomes)} verified "
-          f"({100 * len(verified) / max(len(outcomes), 1):.0f}%; goal 80%, Repo2Run 86%)")
-    print("failures by reason:", dict(sorted(reasons.items())) or "none")
-    if verified:
-        cpu = [e.cpu_seconds for e in verified]
-        print(f"CPU seconds per verified environment: median {statistics.median(cpu):.1f}, "
-              f"total {sum(cpu):.1f}")
+    repos = listed(args.list)
+    wanted = {r for r in args.repos.split(",") if r}
+    unknown = wanted - {n for n, _ in repos}
+    if unknown:
+        parser.error(f"not in {args.list}: {', '.join(sorted(unknown))}")
+    chosen = [(n, lang) for n, lang in repos if not wanted or n in wanted]
+    print(f"{'repository':32} {'lang':6} {'verdict':30} {'parser':9} {'pass':>5} {'fail':>5} "
+          f"{'skip':>5} {'CPU-s':>8} {'wall-s':>7}  honest")
+    if not args.report_only:
+        with ThreadPoolExecutor(max_workers=max(args.jobs, 1)) as pool:
+            futures = [pool.submit(run_one, n, lang, args.clones, args.out, args.fresh)
+                       for n, lang in chosen]
+            for future in futures:
+                print_row(future.result())
+    summaries = []
+    for name, _lang in repos:  # every summary found, so that partial runs add up
+        path = run_dir(args.out, name) / SUMMARY
+        if path.is_file():
+            summaries.append(json.loads(path.read_text()))
+    if args.report_only:
+        for s in summaries:
+            print_row(s)
+    report(summaries)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from pathlib import Path
 from envs_helpers import write_tree
 
 from codecorpus.envs import discover as disc
+from codecorpus.envs import runners
 
 WORKFLOW = """name: ci
 on: [push]
@@ -48,7 +49,7 @@ def test_ci_first_with_file_and_line(tmp_path):
     assert found.toolchains == ("python",)
     first = found.tests[0]
     assert (first.source, first.line, first.rank) == (".github/workflows/ci.yml", 17, disc.CI)
-    assert first.commands == (f"pytest -rA --junitxml={disc.JUNIT_DIR}/junit.xml tests -x",)
+    assert first.commands == (f"pytest -rA --junitxml={runners.RESULTS}/junit.xml tests -x",)
     assert first.parser == "junit"
     inst = found.installs[0]
     assert (inst.source, inst.line) == (".github/workflows/ci.yml", 13)
@@ -57,22 +58,44 @@ def test_ci_first_with_file_and_line(tmp_path):
     sources = [(c.source, c.rank) for c in found.tests]
     assert sources.index(("tox.ini", disc.CI)) < sources.index(("pyproject.toml", disc.MANIFEST))
     manifest = next(c for c in found.installs if c.source == "pyproject.toml")
-    assert manifest.commands == (disc.VENV, "python -m pip install -e '.[test]'",
-                                 "python -m pip install pytest")
+    # the package last: pytest's own dependencies must not replace the checkout's code
+    assert manifest.commands == (disc.VENV, "python -m pip install pytest",
+                                 "python -m pip install -e '.[test]'")
     assert manifest.line == PYPROJECT.splitlines().index('test = ["pytest"]') + 1
 
 
+def _bare(commands: tuple[str, ...]) -> tuple[str, ...]:
+    """Node install commands without the browser-download switches every one carries."""
+    assert all(c.startswith(disc.NO_BROWSER_DOWNLOADS + " ") for c in commands)
+    return tuple(c[len(disc.NO_BROWSER_DOWNLOADS) + 1:] for c in commands)
+
+
 def test_node_package_manager_from_lockfile(tmp_path):
+    """pnpm and yarn come through npx at the version the lockfile or ``packageManager``
+    names, with their lock; then npm without the lock (a pinned version may be gone)."""
     write_tree(tmp_path, {"package.json": '{"name": "x",\n "scripts": {\n  "test": "node --test"}}',
-                          "pnpm-lock.yaml": "lockfileVersion: 6.0\n"})
+                          "pnpm-lock.yaml": "lockfileVersion: '6.0'\n"})
     found = disc.discover(tmp_path)
-    assert found.installs[0].commands == ("pnpm install --frozen-lockfile",)
-    assert [c.commands[0] for c in found.tests] == ["node --test --test-reporter=tap",
-                                                    "pnpm test"]
-    assert found.tests[0].line == 3 and found.tests[0].parser == "tap"
+    assert [_bare(c.commands) for c in found.installs] == [
+        ("npx --yes pnpm@8 install --frozen-lockfile",), ("npm install --no-package-lock",)]
+    direct = found.tests[0]
+    assert direct.commands[0].endswith(
+        f"node --test --test-reporter=tap --test-reporter-destination={runners.RESULTS}/node.tap"
+        " --test-reporter=spec --test-reporter-destination=stdout")
+    assert (direct.line, direct.parser, direct.reports) == (3, "tap", ".codecorpus-reports/node.tap")
+    assert found.tests[1].commands == ("pnpm test",)
     (tmp_path / "pnpm-lock.yaml").unlink()
-    (tmp_path / "yarn.lock").write_text("")
-    assert disc.discover(tmp_path).installs[0].commands == ("yarn install --frozen-lockfile",)
+    (tmp_path / "yarn.lock").write_text("# yarn lockfile v1\n")
+    assert _bare(disc.discover(tmp_path).installs[0].commands) == (
+        "npx --yes yarn@1 install --frozen-lockfile --ignore-engines",)
+    (tmp_path / "yarn.lock").write_text('__metadata:\n  version: 8\n')
+    (tmp_path / "package.json").write_text('{"packageManager": "yarn@4.5.1+sha512.abc"}')
+    assert _bare(disc.discover(tmp_path).installs[0].commands) == (
+        "npx --yes -p @yarnpkg/cli-dist@4.5.1 yarn install --immutable",)
+    (tmp_path / "yarn.lock").unlink()
+    (tmp_path / "package-lock.json").write_text("{}")
+    assert [_bare(c.commands) for c in disc.discover(tmp_path).installs] == [
+        ("npm ci",), ("npm install --no-package-lock",)]
 
 
 def test_npm_default_test_script_is_no_test(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -179,3 +180,107 @@ def test_exit_code_when_nothing_parses():
     assert results.parse("tap", "", "", 2, command="x").tests == {"x": "failed"}
     with pytest.raises(ValueError, match="unknown test parser"):
         results.parse("nose", "", "", 0)
+
+
+# ---------------------------------------------------------------- report files
+# tests/envs/data/reports/ holds what the real runners wrote for one small suite each
+# (mocha 12, jest 30, vitest 4, ava 7, node 20, pytest 9), made under /tmp/i37b-runners:
+#   describe('math') { it('adds') ok; it('fails') fails; it.skip('skipped');
+#                      describe('nested') { it('deep ok') ok } }
+# (ava has no describe: adds, fails, skipped, also ok; node adds a top-level 'top level').
+
+REPORTS = Path(__file__).parent / "data" / "reports"
+FIXTURE_ROOT = "/tmp/i37b-runners"
+JS_SUITE = {"math > adds": "passed", "math > fails": "failed", "math > skipped": "skipped",
+            "math > nested > deep ok": "passed"}
+
+
+def _report(name: str, parser: str = "auto") -> results.TestReport:
+    return results.parse(parser, "", "", 1, [(REPORTS / name).read_bytes()], root=FIXTURE_ROOT)
+
+
+@pytest.mark.parametrize(("name", "kind", "prefix"), [
+    ("jest.json", "json", "j/sample.test.js::"),
+    ("vitest.json", "json", "v/sample.test.mjs::"),
+    ("vitest-junit.xml", "junit", "sample.test.mjs::"),
+])
+def test_jest_and_vitest_reports(name, kind, prefix):
+    report = _report(name, kind)
+    assert report.parser == kind
+    assert report.tests == {prefix + k: v for k, v in JS_SUITE.items()}
+
+
+def test_mocha_reports_xunit_and_json():
+    assert _report("mocha-xunit.xml", "junit").tests == {
+        "math::adds": "passed", "math::fails": "failed", "math::skipped": "skipped",
+        "math nested::deep ok": "passed"}
+    json_report = _report("mocha.json", "json")
+    assert json_report.parser == "json"
+    assert json_report.tests == {
+        "m/sample.test.js::math adds": "passed", "m/sample.test.js::math fails": "failed",
+        "m/sample.test.js::math skipped": "skipped",
+        "m/sample.test.js::math nested deep ok": "passed"}
+
+
+def test_ava_tap_and_node_reports():
+    assert _report("ava.tap", "tap").tests == {
+        "adds": "passed", "fails": "failed", "skipped": "skipped", "also ok": "passed"}
+    node = {**JS_SUITE, "top level": "passed"}
+    assert _report("node.tap", "tap").tests == node
+    assert _report("node-junit.xml", "junit").tests == {f"test::{k}": v for k, v in node.items()}
+
+
+def test_pytest_junit_file_and_report_kinds():
+    assert _report("pytest-junit.xml", "junit").tests == {
+        "test_sample::test_ok": "passed", "test_sample::test_bad": "failed",
+        "test_sample::test_skipped": "skipped", "test_sample::test_param[1]": "passed",
+        "test_sample::test_param[2]": "passed", "test_sample.TestCase::test_error": "failed",
+        "test_sample.TestCase::test_method": "passed"}
+    kinds = {p.name: results.report_kind(p.read_bytes()) for p in REPORTS.iterdir()}
+    assert {k for k, v in kinds.items() if v == "junit"} == {
+        "mocha-xunit.xml", "node-junit.xml", "vitest-junit.xml", "pytest-junit.xml"}
+    assert {k for k, v in kinds.items() if v == "json"} == {"jest.json", "vitest.json", "mocha.json"}
+    assert {k for k, v in kinds.items() if v == "tap"} == {"ava.tap", "node.tap"}
+
+
+def test_json_ids_do_not_depend_on_the_checkout_path():
+    """The same suite run in two trees has the same ids: the work tree's path is dropped."""
+    doc = (REPORTS / "jest.json").read_text()
+    moved = doc.replace(FIXTURE_ROOT, "/elsewhere/tree").encode()
+    assert (results.parse("json", "", "", 1, [moved], root="/elsewhere/tree").tests
+            == _report("jest.json").tests)
+
+
+def test_a_jest_file_that_does_not_load_counts_as_failed():
+    doc = json.dumps({"testResults": [
+        {"name": "/workspace/a.test.js", "status": "passed",
+         "assertionResults": [{"ancestorTitles": [], "title": "t", "status": "passed"}]},
+        {"name": "/workspace/b.test.js", "status": "failed", "message": "Cannot find module",
+         "assertionResults": []}]}).encode()
+    assert results.parse("json", "", "", 1, [doc]).tests == {
+        "a.test.js::t": "passed", "b.test.js::<file>": "failed"}
+
+
+def test_a_file_parser_without_a_file_falls_back_to_output_then_exit_code():
+    """The runner stopped before writing its file: what it printed is read, and when it
+    printed no test either the report says ``exit-code``, the mark of no per-test result."""
+    assert results.parse("junit", "PASSED t.py::test_a\n", "", 0).parser == "pytest"
+    nothing = results.parse("json", "Error: Cannot find module 'jest'\n", "", 1, command="jest")
+    assert nothing == results.TestReport(results.EXIT_CODE, {"jest": "failed"})
+
+
+def test_node_test_file_reporters_live(tmp_path):
+    """``node --test`` writing TAP and JUnit files (the reporters the discovery asks for)."""
+    _write(tmp_path, {"test/a.test.mjs": (
+        "import { describe, it } from 'node:test';\nimport assert from 'node:assert';\n"
+        "describe('s', () => {\n  it('ok', () => {});\n"
+        "  it('bad', () => assert.equal(1, 2));\n});\n")})
+    out = tmp_path / "results"
+    out.mkdir()
+    proc = _run(["node", "--test", "--test-reporter=tap", f"--test-reporter-destination={out}/r.tap",
+                 "--test-reporter=junit", f"--test-reporter-destination={out}/r.xml"], tmp_path)
+    assert proc.returncode == 1
+    tap = results.parse("tap", proc.stdout, "", 1, [(out / "r.tap").read_bytes()])
+    assert tap.tests == {"s > ok": "passed", "s > bad": "failed"}
+    junit = results.parse("junit", proc.stdout, "", 1, [(out / "r.xml").read_bytes()])
+    assert junit.tests == {"test::s > ok": "passed", "test::s > bad": "failed"}

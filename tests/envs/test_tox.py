@@ -8,7 +8,7 @@ import platform
 from envs_helpers import write_tree
 
 from codecorpus.envs import discover as disc
-from codecorpus.envs import tox
+from codecorpus.envs import runners, tox
 
 PY = "py{}{}".format(*platform.python_version_tuple()[:2])
 
@@ -92,14 +92,15 @@ def test_discovery_from_tox_installs_its_dependencies(tmp_path):
     inst = found.installs[0]
     assert (inst.source, inst.rank) == ("tox.ini", disc.CI)
     assert inst.commands == (
-        disc.VENV, "python -m pip install -e '.[test]'",
+        disc.VENV,
         "python -m pip install -r requirements/tests.txt pytest-xdist hypothesis",
-        "python -m pip install 'pytest>=8' coverage 'tomli; python_version < '\\''3.11'\\'''")
+        "python -m pip install 'pytest>=8' coverage 'tomli; python_version < '\\''3.11'\\'''",
+        "python -m pip install -e '.[test]'")  # the package last, as tox installs it
     test = found.tests[0]
     assert test.source == "tox.ini" and test.parser == "junit"
-    assert "-rA --junitxml=.codecorpus-reports/junit.xml" in test.commands[0]
+    assert f"-rA --junitxml={runners.RESULTS}/junit.xml" in test.commands[0]
     assert "--junit-xml" not in test.commands[0]  # the report is ours, where we read it
-    assert not any("{" in c.commands[0] for c in found.tests)
+    assert not any("{" in c.commands[0].replace(runners.RESULTS, "") for c in found.tests)
 
 
 def test_ci_lines_calling_tox_are_left_to_the_tox_reader(tmp_path):
@@ -111,7 +112,7 @@ def test_ci_lines_calling_tox_are_left_to_the_tox_reader(tmp_path):
                           "tox.ini": "[testenv]\ncommands = pytest {posargs}\n"})
     tests = disc.discover(tmp_path).tests
     assert [(c.source, c.commands[0]) for c in tests if c.rank == disc.CI] == [
-        ("tox.ini", "pytest -rA --junitxml=.codecorpus-reports/junit.xml")]
+        ("tox.ini", f"pytest -rA --junitxml={runners.RESULTS}/junit.xml")]
 
 
 def test_manifest_install_gathers_the_test_dependencies(tmp_path):
@@ -121,13 +122,13 @@ def test_manifest_install_gathers_the_test_dependencies(tmp_path):
                           "tests/test_a.py": "def test_a():\n    pass\n"})
     found = disc.discover(tmp_path)
     full, plain = [c.commands for c in found.installs if c.source == "pyproject.toml"]
-    assert full == (disc.VENV, "python -m pip install -e .",
+    assert full == (disc.VENV,
                     "python -m pip install -r requirements.txt",
                     "python -m pip install -r requirements-tests.txt",
                     "python -m pip install 'pytest>=8' coverage "
                     "'tomli; python_version < '\\''3.11'\\'''",
-                    "python -m pip install pytest")
-    assert plain == (disc.VENV, "python -m pip install -e .", "python -m pip install pytest")
+                    "python -m pip install pytest", "python -m pip install -e .")
+    assert plain == (disc.VENV, "python -m pip install pytest", "python -m pip install -e .")
     files, _ = disc.dependency_hash(tmp_path)
     assert "requirements-tests.txt" in files
 
@@ -153,7 +154,7 @@ def test_unresolved_substitutions_are_noted_in_the_discovery(tmp_path):
     found = disc.discover(tmp_path)
     tox_tests = [c.commands[0] for c in found.tests if c.source == "tox.ini"]
     assert tox_tests == [f"mkdir -p {tox.ENV_TMP} && pytest -rA "
-                         f"--junitxml=.codecorpus-reports/junit.xml --basetemp={tox.ENV_TMP} tests"]
+                         f"--junitxml={runners.RESULTS}/junit.xml --basetemp={tox.ENV_TMP} tests"]
     assert found.notes == ("tox.ini: left out (unresolved substitution): python -m pytest "
                            f"--log-file={tox.ENV_LOG}/x.log {{tty:--pdb:}} tests",)
 

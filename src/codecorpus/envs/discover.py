@@ -25,20 +25,26 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
+import os
 import platform
 import re
 import subprocess
-from dataclasses import dataclass, field
+import tempfile
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import tomllib
 import yaml
 
-from codecorpus.envs import tox
+from codecorpus.envs import runners, tox
 from codecorpus.envs.text import line_of, quote, read_text
 
 CI, MANIFEST, CONVENTION = 0, 1, 2
-JUNIT_DIR = ".codecorpus-reports"
+NOT_A_TEST_JOB = 4
+"""The rank of what a CI job or nox session that does not run the tests installs (a
+release, publish, deploy, docs, benchmark or lint job; a job whose tests run through tox or
+nox): below every manifest and convention, since it installs build or publish tools."""
+JUNIT_DIR = runners.REPORTS_DIR
 SKIP_DIRS = {".git", "node_modules", "target", "build", "dist", ".venv", "venv", "vendor",
              ".tox", ".nox", "__pycache__", JUNIT_DIR}
 REQUIREMENT_GLOBS = ("*requirements*.txt", "requirements/*.txt")
@@ -52,8 +58,8 @@ DEPENDENCY_GLOBS = (
     "build.gradle.kts", "settings.gradle", "settings.gradle.kts", "gradle/libs.versions.toml",
 )
 VENV = 'python -m venv "$ENV_DIR/venv"'
-PYTEST = (f"python -m pytest -rA -p no:cacheprovider --continue-on-collection-errors "
-          f"--junitxml={JUNIT_DIR}/junit.xml")
+PYTEST = runners.pytest_with_report(
+    "python -m pytest -p no:cacheprovider --continue-on-collection-errors")
 UNITTEST = "python -m unittest discover -v"
 
 _TEST_WORDS = re.compile(
@@ -147,6 +153,33 @@ def dependency_hash_at(repo: Path, commit: str) -> tuple[tuple[str, ...], str]:
     return tuple(files), digest.hexdigest()
 
 
+def checkout(repo: Path, commit: str, dest: Path) -> None:
+    """Write ``commit``'s tree into ``dest`` as a checkout would: every tracked file, with
+    ``.gitattributes`` ``export-ignore`` paths included (``git archive`` leaves those out,
+    and they are often ``.github/``, ``tox.ini`` or the tests). A throwaway index is used,
+    so the repository (bare or not) is not changed. Submodules stay empty folders.
+    Runs git only, never repository code (no filters or hooks run: the system config is
+    off and the repository's ``.git/config`` is read only for its objects)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="index-") as tmp:
+        env = {**os.environ, "GIT_INDEX_FILE": str(Path(tmp) / "index"),
+               "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0"}
+        base = ["git", "-c", "safe.directory=*", "-c", "core.hooksPath=/dev/null",
+                "-c", "core.symlinks=true", f"--git-dir={_git_dir(repo)}",
+                f"--work-tree={dest}"]
+        for args in (("read-tree", commit), ("checkout-index", "-a", "-f")):
+            proc = subprocess.run([*base, *args], capture_output=True, env=env, timeout=600,
+                                  check=False)
+            if proc.returncode != 0:
+                raise ValueError(f"git {args[0]} {commit} in {repo} failed: "
+                                 f"{proc.stderr.decode(errors='replace')[:300]}")
+
+
+def _git_dir(repo: Path) -> str:
+    """The git directory of a repository, bare or with a work tree."""
+    return _git_out(repo, "rev-parse", "--absolute-git-dir").decode().strip()
+
+
 def group_commits(repo: Path, commits: list[str]) -> dict[str, list[str]]:
     """Commits grouped by dependency hash, in the order given: one environment (one
     install) serves each group."""
@@ -188,7 +221,8 @@ def _ranked(cands) -> tuple[Candidate, ...]:
     unique: dict[tuple[tuple[str, ...], str], Candidate] = {}
     for c in cands:
         unique.setdefault((c.commands, c.toolchain), c)
-    return tuple(sorted(unique.values(), key=lambda c: (c.rank, c.source, c.line)))
+    return tuple(sorted(unique.values(),
+                        key=lambda c: (c.rank, c.parser == "auto", c.source, c.line)))
 
 
 def _skipped(path: Path, root: Path) -> bool:
@@ -199,11 +233,15 @@ def _skipped(path: Path, root: Path) -> bool:
 
 
 def _toolchain_of(command: str) -> str:
-    for word, chain in (("cargo", "rust"), ("go ", "go"), ("mvn", "java-maven"),
-                        ("gradle", "java-gradle"), ("ctest", "cmake"), ("cmake", "cmake"),
-                        ("npm", "node"), ("yarn", "node"), ("pnpm", "node"), ("node ", "node"),
-                        ("npx", "node"), ("make ", "make")):
-        if word in command:
+    """The toolchain a command line needs, from the programs it names.
+
+    >>> [_toolchain_of(c) for c in ("sphinx-build -b doctest docs", "npx vitest", "go test ./...")]
+    ['python', 'node', 'go']
+    """
+    for word, chain in (("cargo", "rust"), ("go", "go"), ("mvn|mvnw", "java-maven"),
+                        ("gradle|gradlew", "java-gradle"), ("ctest|cmake", "cmake"),
+                        ("npm|yarn|pnpm|node|npx", "node"), ("make", "make")):
+        if re.search(rf"(?:^|[\s/&;|(])(?:{word})(?=\s|$)", command):
             return chain
     return "python"
 
@@ -212,7 +250,8 @@ def _parser_of(command: str) -> tuple[str, str]:
     """The parser (and JUnit glob) for a test command's output."""
     chain = _toolchain_of(command)
     if "--junitxml" in command:
-        return "junit", re.search(r"--junitxml[= ](\S+)", command).group(1)
+        found = re.search(r"--junitxml[= ](\S+)", command).group(1)
+        return "junit", runners.PYTEST_JUNIT if runners.RESULTS in found else found
     parser = {"rust": "cargo", "go": "go-json" if "-json" in command else "auto",
               "cmake": "ctest", "java-maven": "junit", "java-gradle": "junit",
               "node": "tap" if "node --test" in command else "auto"}.get(chain, "auto")
@@ -225,21 +264,28 @@ def _parser_of(command: str) -> tuple[str, str]:
     return parser, reports
 
 
-_PYTEST_CALL = re.compile(r"(?:(?<=\s)|^)((?:python3? -m )?(?:pytest|py\.test))(?=\s|$)")
-_JUNIT_FLAG = re.compile(r"\s--junit-?xml(?:=|\s+)\S+")
+def with_reporter(line: str, scripts: dict[str, str] | None = None) -> RunnerTest:
+    """A test line with its runner told to write a per-test report (``envs/runners.py``):
+    ``pytest`` gets ``-rA`` and a JUnit file; a package script call or a JS runner behind
+    wrappers becomes the chain of commands it runs, the runner with its file reporter. Any
+    other line is kept as it is, its parser read from it (``_parser_of``)."""
+    if runners.has_pytest(line):
+        command = runners.pytest_with_report(line)
+        return RunnerTest(command, *_parser_of(command))
+    if _toolchain_of(line) == "node":
+        found = runners.node_test_command(line, scripts or {})
+        if found:
+            return RunnerTest(found.command, found.parser, found.reports)
+    return RunnerTest(line, *_parser_of(line))
 
 
-def _pytest_flags(command: str) -> str:
-    """A ``pytest`` line with ``-rA`` and our JUnit report (in place of any the line names),
-    so results are per test.
+@dataclass(frozen=True)
+class RunnerTest:
+    """A test command, the ``results`` parser of its output and its report files' glob."""
 
-    >>> _pytest_flags("coverage run -m pytest --junit-xml=r.xml tests")
-    'coverage run -m pytest -rA --junitxml=.codecorpus-reports/junit.xml tests'
-    """
-    if not _PYTEST_CALL.search(command):
-        return command
-    command = _JUNIT_FLAG.sub("", command)
-    return _PYTEST_CALL.sub(rf"\1 -rA --junitxml={JUNIT_DIR}/junit.xml", command, count=1)
+    command: str
+    parser: str
+    reports: str
 
 
 def _ci_lines(script: str) -> list[str]:
@@ -249,9 +295,38 @@ def _ci_lines(script: str) -> list[str]:
             if ln.strip() and not ln.strip().startswith("#") and not _UNSUPPORTED.search(ln)]
 
 
-def _from_steps(scripts: list[str], text: str, source: str) -> list[tuple[str, Candidate]]:
+_NOT_TEST_JOB = re.compile(
+    r"releas|publish|deploy|\bdocs?\b|documentation|sphinx|bench|pages|wheel|\bdist\b|sdist"
+    r"|\blint|pre-commit|codeql|changelog|labels?\b|stale|\btyping\b|mypy|pyright|\bstyle\b"
+    r"|upload|pypi|npm-publish|\btag\b|bump|version|update|security|audit|dependabot|cron"
+    r"|nightly|coverage-report|combine", re.I)
+
+
+def not_a_test_job(workflow: str, job: str) -> bool:
+    """Whether a CI job is for something other than running the tests (release, publish,
+    deploy, docs, benchmark, lint ...), read from its names: the job's own name first
+    (``test`` there wins), then the workflow's (file name and ``name:``).
+
+    >>> [not_a_test_job(*n) for n in (("release.yml Release", "build"), ("ci.yml", "tests"),
+    ...                               ("ci.yml CI", "docs"), ("bench.yml", "run"),
+    ...                               ("publish.yml", "test-install"), ("main.yml", "build"))]
+    [True, False, True, True, False, False]
+    """
+    for names in (job, workflow):
+        if re.search(r"test|pytest|\bci\b", names, re.I):
+            return False
+        if _NOT_TEST_JOB.search(names):
+            return True
+    return False
+
+
+def _from_steps(scripts: list[str], text: str, source: str, test_job: bool = True,
+                package_scripts: dict[str, str] | None = None,
+                node_managers: dict[str, str] | None = None) -> list[tuple[str, Candidate]]:
     """One install candidate (the job's install lines in order) and one test candidate per
-    test line."""
+    test line. A job that is not a test job (``not_a_test_job``), or that runs no test line
+    of its own (its tests run through tox or nox, whose readers give them), has its
+    install ranked ``NOT_A_TEST_JOB``."""
     out: list[tuple[str, Candidate]] = []
     installs: list[str] = []
     first_install = 0
@@ -260,23 +335,49 @@ def _from_steps(scripts: list[str], text: str, source: str) -> list[tuple[str, C
             if _ORCHESTRATOR.search(line):
                 continue  # tox/nox: their own readers give the commands they would run
             if _TEST_WORDS.search(line) and not _INSTALL_WORDS.search(line):
-                line = _pytest_flags(line)
-                parser, reports = _parser_of(line)
-                out.append(("test", Candidate((line,), _toolchain_of(line), source,
-                                              line_of(text, line.split(" -rA")[0]), CI, parser,
-                                              reports)))
+                if runners.lint_only(line, package_scripts or {}):
+                    continue  # ``npm run test:types``: a type check, not the tests
+                found = _test_candidate(line, source, line_of(text, line), CI,
+                                        scripts=package_scripts)
+                out.append(("test", found if test_job else replace(found, rank=NOT_A_TEST_JOB)))
             elif _INSTALL_WORDS.search(line):
                 first_install = first_install or line_of(text, line)
-                installs.append(line)
+                line = _through_npx(line, node_managers or {})
+                installs.append(_node_install(line) if _toolchain_of(line) == "node" else line)
     if installs:
         chain = _toolchain_of(" ".join(installs))
         setup = (VENV,) if chain == "python" else ()
-        out.append(("install", Candidate((*setup, *installs), chain, source, first_install, CI)))
+        rank = CI if test_job and out else NOT_A_TEST_JOB
+        out.append(("install", Candidate((*setup, *installs), chain, source, first_install,
+                                         rank)))
     return out
+
+
+def _through_npx(line: str, managers: dict[str, str]) -> str:
+    """A CI line that calls pnpm or yarn, calling it through npx at the version the
+    repository names (the sandbox has node and npm only).
+
+    >>> _through_npx("pnpm install --frozen-lockfile", {"pnpm": "pnpm@9"})
+    'npx --yes pnpm@9 install --frozen-lockfile'
+    """
+    for name, spec in managers.items():
+        if re.match(rf"{name}(\s|$)", line):
+            return f"npx --yes {spec}{line[len(name):]}"
+    return line
+
+
+def _test_candidate(line: str, source: str, where: int, rank: int, chain: str = "",
+                    scripts: dict[str, str] | None = None) -> Candidate:
+    """A test line as a candidate: its runner told to write a per-test report."""
+    test = with_reporter(line, scripts)
+    return Candidate((test.command,), chain or _toolchain_of(line), source, where, rank,
+                     test.parser, test.reports)
 
 
 def _github_actions(root: Path) -> list[tuple[str, Candidate]]:
     out = []
+    package_scripts = _package_scripts(root)
+    managers = _npx_managers(root)
     for wf in sorted((root / ".github" / "workflows").glob("*.y*ml")):
         text = read_text(wf)
         try:
@@ -284,11 +385,14 @@ def _github_actions(root: Path) -> list[tuple[str, Candidate]]:
         except yaml.YAMLError:
             continue
         jobs = doc.get("jobs") if isinstance(doc, dict) else None
-        for job in (jobs or {}).values():
+        for job_id, job in (jobs or {}).items() if isinstance(jobs, dict) else ():
             steps = job.get("steps") if isinstance(job, dict) else None
             runs = [s["run"] for s in steps or [] if isinstance(s, dict)
                     and isinstance(s.get("run"), str)]
-            out += _from_steps(runs, text, str(wf.relative_to(root)))
+            test_job = not not_a_test_job(f"{wf.name} {doc.get('name') or ''}",
+                                          f"{job_id} {job.get('name') or ''}")
+            out += _from_steps(runs, text, str(wf.relative_to(root)), test_job,
+                               package_scripts, managers)
     return out
 
 
@@ -304,7 +408,9 @@ def _gitlab_ci(root: Path) -> list[tuple[str, Candidate]]:
         if not isinstance(job, dict) or str(name).startswith("."):
             continue
         scripts = [s for key in ("before_script", "script") for s in _as_list(job.get(key))]
-        out += _from_steps([s for s in scripts if isinstance(s, str)], text, ".gitlab-ci.yml")
+        test_job = not not_a_test_job(str(job.get("stage") or ""), str(name))
+        out += _from_steps([s for s in scripts if isinstance(s, str)], text, ".gitlab-ci.yml",
+                           test_job, _package_scripts(root), _npx_managers(root))
     return out
 
 
@@ -318,32 +424,45 @@ def _tox(root: Path, env: tox.ToxEnv | None) -> list[tuple[str, Candidate]]:
     """The install and test candidates of tox's test environment (``tox.read(root)``)."""
     if env is None:
         return []
-    groups = _dependency_groups(_toml(root / "pyproject.toml"), env.groups)
+    groups = [g for g in _dependency_groups(_toml(root / "pyproject.toml"), env.groups)
+              if not tox.not_from_an_index(g)]
     target = f"'.[{','.join(env.extras)}]'" if env.extras else "."
-    install = [VENV, f"python -m pip install -e {target}" if env.install_package else ""]
+    install = [VENV]
     if env.deps:
         install.append("python -m pip install " + " ".join(env.deps))
     if groups:
         install.append("python -m pip install " + " ".join(quote(g) for g in groups))
+    if env.install_package:  # last, as tox installs it: no test tool's dependency replaces it
+        install.append(f"python -m pip install -e {target}")
     out = [("install", Candidate(tuple(c for c in install if c), "python", env.file, env.line,
                                  CI))]
     for cmd, line in env.commands:
-        cmd = _pytest_flags(cmd)
         if _TEST_WORDS.search(cmd):
-            parser, reports = _parser_of(cmd)
-            out.append(("test", Candidate((cmd,), "python", env.file, line, CI, parser,
-                                          reports)))
+            out.append(("test", _test_candidate(cmd, env.file, line, CI, "python")))
     return out
 
 
 _NOX_CALL = re.compile(r"session\.(run|install)\(([^)]*)\)")
+_NOX_SESSION = re.compile(r"^def (\w+)\(\s*session\b", re.M)
 
 
 def _nox(root: Path) -> list[tuple[str, Candidate]]:
+    """Each nox session's installs and test runs; a session named for something other than
+    the tests (lint, docs, build ...: ``tox``'s scoring of names) is ranked
+    ``NOT_A_TEST_JOB``, as is a session that runs no test."""
     text = read_text(root / "noxfile.py")
     out: list[tuple[str, Candidate]] = []
+    starts = [(m.start(), m.group(1)) for m in _NOX_SESSION.finditer(text)]
+    for i, (start, name) in enumerate(starts):
+        end = starts[i + 1][0] if i + 1 < len(starts) else len(text)
+        out += _nox_session(text, start, end, tox.names_tests(name.replace("_", "-")))
+    return out
+
+
+def _nox_session(text: str, start: int, end: int, test_named: bool) -> list[tuple[str, Candidate]]:
+    out: list[tuple[str, Candidate]] = []
     installs: list[str] = []
-    for m in _NOX_CALL.finditer(text):
+    for m in _NOX_CALL.finditer(text, start, end):
         args = re.findall(r"""["']([^"']+)["']""", m.group(2))
         if not args:
             continue
@@ -351,15 +470,16 @@ def _nox(root: Path) -> list[tuple[str, Candidate]]:
         if m.group(1) == "install":
             installs.append("python -m pip install " + " ".join(quote(a) for a in args))
         elif _TEST_WORDS.search(" ".join(args)):
-            cmd = _pytest_flags(" ".join(quote(a) for a in args))
+            cmd = " ".join(quote(a) for a in args)
             if args[0] == "pytest":
                 cmd = "python -m " + cmd
-            parser, reports = _parser_of(cmd)
-            out.append(("test", Candidate((cmd,), "python", "noxfile.py", line, CI, parser,
-                                          reports)))
+            out.append(("test", _test_candidate(cmd, "noxfile.py", line,
+                                                CI if test_named else NOT_A_TEST_JOB, "python")))
     if installs:
+        rank = CI if test_named and out else NOT_A_TEST_JOB
         out.append(("install", Candidate((VENV, *installs), "python", "noxfile.py",
-                                         line_of(text, "session.install"), CI)))
+                                         line_of(text[start:end], "session.install")
+                                         + text.count("\n", 0, start), rank)))
     return out
 
 
@@ -394,13 +514,17 @@ def _python(root: Path) -> list[tuple[str, Candidate]]:
     req_cmds = tuple(f"python -m pip install -r {quote(str(r.relative_to(root)))}"
                      for r in runtime + test_reqs)
     group = next((g for g in _TEST_GROUPS if g in (py.get("dependency-groups") or {})), "")
-    group_deps = _dependency_groups(py, (group,) if group else ())
+    group_deps = [g for g in _dependency_groups(py, (group,) if group else ())
+                  if not tox.not_from_an_index(g)]
     group_cmd = ("python -m pip install " + " ".join(map(quote, group_deps)),) if group_deps else ()
     if py or setup_py or setup_cfg:
         line = line_of(read_text(root / source), f"{extra}" if extra else "[build-system]")
-        full = (VENV, f"python -m pip install -e {target}", *req_cmds, *group_cmd, *pytest_dep)
+        # the package last: a test tool that depends on it (pytest on iniconfig, pluggy and
+        # packaging) would otherwise replace the checkout's code with the registry's
+        full = tuple(dict.fromkeys(
+            (VENV, *req_cmds, *group_cmd, *pytest_dep, f"python -m pip install -e {target}")))
         out.append(("install", Candidate(full, "python", source, line, MANIFEST)))
-        plain = (VENV, "python -m pip install -e .", *pytest_dep)
+        plain = (VENV, *pytest_dep, "python -m pip install -e .")
         if plain != full:  # the test dependencies may be what fails to install
             out.append(("install", Candidate(plain, "python", source, line, MANIFEST)))
     elif req_cmds:
@@ -509,27 +633,61 @@ def _has_python_tests(root: Path) -> bool:
 _NPM_DEFAULT_TEST = 'echo "Error: no test specified" && exit 1'
 
 
-def _node(root: Path) -> list[tuple[str, Candidate]]:
-    path = root / "package.json"
-    text = read_text(path)
+NO_BROWSER_DOWNLOADS = ("PUPPETEER_SKIP_DOWNLOAD=1 PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 "
+                        "CYPRESS_INSTALL_BINARY=0 CHROMEDRIVER_SKIP_DOWNLOAD=true")
+"""Set for node installs: browser binaries come from hosts other than the registry, which
+the sandbox cannot reach, and a postinstall that fetches one fails the whole install
+(yargs-parser's puppeteer)."""
+
+
+def _node_install(command: str) -> str:
+    """A node install command with browser downloads turned off.
+
+    >>> _node_install("npm ci")
+    'PUPPETEER_SKIP_DOWNLOAD=1 PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 CYPRESS_INSTALL_BINARY=0 CHROMEDRIVER_SKIP_DOWNLOAD=true npm ci'
+    """
+    return f"{NO_BROWSER_DOWNLOADS} {command}"
+
+
+def _package(root: Path) -> tuple[dict, str]:
+    """``package.json`` as a dict (empty when absent or malformed) and its text."""
+    text = read_text(root / "package.json")
     try:
-        pkg = json.loads(text) if text else None
+        pkg = json.loads(text) if text else {}
     except ValueError:
+        return {}, text
+    return (pkg if isinstance(pkg, dict) else {}), text
+
+
+def _package_scripts(root: Path) -> dict[str, str]:
+    scripts = _package(root)[0].get("scripts")
+    return {k: v for k, v in scripts.items() if isinstance(v, str)} if isinstance(
+        scripts, dict) else {}
+
+
+def _node(root: Path) -> list[tuple[str, Candidate]]:
+    """npm, yarn or pnpm by the lockfile (each with its lock), then npm without the lock:
+    a lockfile may pin what the registry no longer serves, or name a package manager the
+    sandbox lacks. The test script's runners are called with their file reporters
+    (``runners.node_test_command``) before the script itself, which reports only an exit
+    code unless its runner prints TAP."""
+    pkg, text = _package(root)
+    if not pkg:
         return []
-    if not isinstance(pkg, dict):
-        return []
-    manager, install = _node_manager(root)
-    out = [("install", Candidate((install,), "node", _lockfile(root) or "package.json",
-                                 1, MANIFEST))]
-    script = (pkg.get("scripts") or {}).get("test", "")
-    if not isinstance(script, str) or not script or script == _NPM_DEFAULT_TEST:
+    lock = _lockfile(root)
+    source = lock or "package.json"
+    out = [("install", Candidate((_node_install(cmd),), "node", source, 1, MANIFEST))
+           for cmd in _node_installs(root, pkg)]
+    scripts = _package_scripts(root)
+    script = scripts.get("test", "")
+    if not script or script == _NPM_DEFAULT_TEST:
         return out
     line = line_of(text, '"test"')
-    deps = {**(pkg.get("devDependencies") or {}), **(pkg.get("dependencies") or {})}
-    direct = _node_direct(script, deps)
+    manager = _node_manager(lock)
+    direct = runners.node_test_command(f"{manager} test", scripts)
     if direct:
-        out.append(("test", Candidate((direct[0],), "node", "package.json", line, MANIFEST,
-                                      direct[1], direct[2])))
+        out.append(("test", Candidate((direct.command,), "node", "package.json", line,
+                                      MANIFEST, direct.parser, direct.reports)))
     out.append(("test", Candidate((f"{manager} test",), "node", "package.json", line,
                                   MANIFEST, "tap" if "node --test" in script else "auto")))
     return out
@@ -542,30 +700,52 @@ def _lockfile(root: Path) -> str:
     return ""
 
 
-def _node_manager(root: Path) -> tuple[str, str]:
+def _node_manager(lock: str) -> str:
+    return {"pnpm-lock.yaml": "pnpm", "yarn.lock": "yarn"}.get(lock, "npm")
+
+
+def _node_installs(root: Path, pkg: dict) -> list[str]:
+    """The install commands to try, the lockfile's own first. pnpm and yarn come through
+    ``npx`` (the version ``packageManager`` names, else the lockfile's major version), so
+    the sandbox needs only node and npm; the last resort is ``npm install``, lock ignored.
+
+    >>> _node_installs(Path("/nonexistent"), {"packageManager": "pnpm@9.1.0"})
+    ['npm install']
+    """
     lock = _lockfile(root)
+    manager = str(pkg.get("packageManager") or "")
     if lock == "pnpm-lock.yaml":
-        return "pnpm", "pnpm install --frozen-lockfile"
-    if lock == "yarn.lock":
-        return "yarn", "yarn install --frozen-lockfile"
-    if lock:
-        return "npm", "npm ci"
-    return "npm", "npm install"
+        version = manager if manager.startswith("pnpm@") else _pnpm_for(root / lock)
+        first = f"npx --yes {version.split('+')[0]} install --frozen-lockfile"
+    elif lock == "yarn.lock":
+        berry = "__metadata:" in read_text(root / lock)[:2000]
+        version = manager if manager.startswith("yarn@") else ("yarn@4" if berry else "yarn@1")
+        if version.startswith("yarn@1"):
+            first = f"npx --yes {version.split('+')[0]} install --frozen-lockfile --ignore-engines"
+        else:
+            first = (f"npx --yes -p @yarnpkg/cli-dist@{version.split('@')[1].split('+')[0]} "
+                     "yarn install --immutable")
+    elif lock:
+        first = "npm ci"
+    else:
+        return ["npm install"]
+    return [first, "npm install --no-package-lock"]
 
 
-def _node_direct(script: str, deps: dict) -> tuple[str, str, str] | None:
-    """The test runner called directly with a per-test reporter, when the script is one."""
-    if script.startswith("node --test"):
-        return script.replace("node --test", "node --test --test-reporter=tap", 1), "tap", ""
-    if script.startswith("vitest") or ("vitest" in deps and script.startswith("vitest")):
-        return (f"npx vitest run --reporter=junit --outputFile={JUNIT_DIR}/junit.xml", "junit",
-                f"{JUNIT_DIR}/junit.xml")
-    if script.startswith("jest") and "jest-junit" in deps:
-        return (f"JEST_JUNIT_OUTPUT_DIR={JUNIT_DIR} npx jest --ci --reporters=default "
-                "--reporters=jest-junit", "junit", f"{JUNIT_DIR}/junit.xml")
-    if script.startswith("mocha"):
-        return "npx " + script + " --reporter tap", "tap", ""
-    return None
+def _npx_managers(root: Path) -> dict[str, str]:
+    """pnpm and yarn as ``npx`` names them, at the versions this repository needs."""
+    pkg, _ = _package(root)
+    manager = str(pkg.get("packageManager") or "").split("+")[0]
+    pnpm = manager if manager.startswith("pnpm@") else _pnpm_for(root / "pnpm-lock.yaml")
+    yarn = manager if manager.startswith("yarn@1") else "yarn@1"
+    return {"pnpm": pnpm, "yarn": yarn}
+
+
+def _pnpm_for(lockfile: Path) -> str:
+    """The pnpm that reads a lockfile: ``lockfileVersion`` 9 -> pnpm 9, 6 -> pnpm 8, 5 -> pnpm 7."""
+    m = re.search(r"lockfileVersion:\s*'?(\d+)", read_text(lockfile)[:500])
+    major = int(m.group(1)) if m else 9
+    return {5: "pnpm@7", 6: "pnpm@8"}.get(major, "pnpm@9")
 
 
 def _rust(root: Path) -> list[tuple[str, Candidate]]:

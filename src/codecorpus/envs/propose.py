@@ -112,9 +112,13 @@ def propose(use: str, config: dict[str, Any], req: ProposerRequest, dependency_h
             problems.append(f"proposal {i}: needs a known toolchain and a test command")
             continue
         installs.append(disc.Candidate(tuple(p.get("install") or ()), chain, source, i + 1, PROPOSER_RANK))
-        parser, reports = disc._parser_of(test)
-        tests.append(disc.Candidate((test,), chain, source, i + 1, PROPOSER_RANK,
-                                    p.get("parser") or parser, p.get("reports", reports)))
+        if p.get("parser"):  # the proposer names how to read its command: kept as it is
+            tests.append(disc.Candidate((test,), chain, source, i + 1, PROPOSER_RANK,
+                                        p["parser"], p.get("reports", "")))
+            continue
+        found = disc.with_reporter(test)  # its runner told to write a per-test report
+        tests.append(disc.Candidate((found.command,), chain, source, i + 1, PROPOSER_RANK,
+                                    found.parser, p.get("reports", found.reports)))
     if not tests:
         return None, messages, "; ".join(problems) or "no proposals"
     found = disc.Discovery(tuple(sorted({c.toolchain for c in tests})), tuple(installs), tuple(tests),

@@ -1,13 +1,19 @@
 """Per-test results from what a test runner printed or wrote.
 
-Structured reports first (JUnit XML from ``pytest --junitxml``, Maven surefire, jest-junit;
-``go test -json``), then text parsers for runners that only print (``pytest -rA``,
-``python -m unittest -v``, ``cargo test``, TAP from ``node --test``, ``ctest``), and last the
-exit code alone, recorded as such (one pseudo-test named after the command).
+Report files first: JUnit XML (``pytest --junitxml``, Maven surefire, jest-junit, ``vitest
+--reporter=junit``, ``mocha --reporter xunit``, ``node --test --test-reporter=junit``), the
+JSON reports of jest and vitest (``--json``/``--reporter=json``) and of mocha (``--reporter
+json``), and TAP files (``node --test --test-reporter=tap``); then what the runner printed:
+``go test -json``, ``pytest -rA``, ``python -m unittest -v``, ``cargo test``, TAP (``node
+--test``, ``ava --tap``, tape, node-tap), ``ctest``. Report files are told apart by their
+content, so a test command may write any of them into its results folder. Last comes the exit
+code alone, recorded as parser ``exit-code`` (one pseudo-test named after the command): the
+explicit mark of a run that gave no per-test result.
 
 Every parser maps a test id to one of ``passed``, ``failed``, ``skipped``; errors count as
-failed. Ids are stable for a runner and a repository (no durations, build hashes or
-addresses in them), so the same test run twice or before and after a patch has the same id.
+failed. Ids are stable for a runner and a repository (no durations, build hashes, addresses
+or the work tree's absolute path in them), so the same test run twice, in another checkout,
+or before and after a patch has the same id.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+
+from codecorpus.envs.sandbox import WORK
 
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
 MAX_REPORT_BYTES = 64 << 20  # a junit file larger than this is not read (it is repository output)
@@ -41,6 +49,9 @@ class TestReport:
 
 def parse_junit(documents: Iterable[bytes]) -> dict[str, str]:
     """JUnit XML (``<testsuites>``/``<testsuite>``/``<testcase>``): id ``classname::name``.
+    Suites nested in a suite (``node --test``'s ``describe`` blocks, whose cases all carry
+    classname ``test``) put their names before the case's, joined by `` > `` as node's TAP
+    does, so two ``describe`` blocks with a case of the same name stay two tests.
 
     Expat (Python >= 3.7.1 with expat >= 2.4.1) refuses entity-expansion bombs; oversized
     documents are skipped before parsing.
@@ -48,6 +59,10 @@ def parse_junit(documents: Iterable[bytes]) -> dict[str, str]:
     >>> parse_junit([b'<testsuite><testcase classname="t" name="a"/>'
     ...              b'<testcase classname="t" name="b"><failure/></testcase></testsuite>'])
     {'t::a': 'passed', 't::b': 'failed'}
+    >>> parse_junit([b'<testsuites><testsuite name="math"><testsuite name="deep">'
+    ...              b'<testcase classname="test" name="ok"/></testsuite></testsuite>'
+    ...              b'<testcase classname="test" name="top"/></testsuites>'])
+    {'test::math > deep > ok': 'passed', 'test::top': 'passed'}
     """
     tests: dict[str, str] = {}
     for doc in documents:
@@ -57,12 +72,26 @@ def parse_junit(documents: Iterable[bytes]) -> dict[str, str]:
             root = ET.fromstring(doc)
         except ET.ParseError:
             continue
-        for case in root.iter("testcase"):
+        top = [root.get("name", "")] if root.tag == "testsuite" else []
+        for suites, case in _junit_cases(root, top):
             name = case.get("name", "")
             cls = case.get("classname") or case.get("class") or ""
+            nested = suites[1:] if cls != "test" else suites  # node names every case "test"
+            name = " > ".join([*nested, name])
             tid = f"{cls}::{name}" if cls else name
             tests[tid] = _merge(tests.get(tid), _junit_status(case))
     return tests
+
+
+def _junit_cases(node: ET.Element, suites: list[str]):
+    """Each ``testcase`` under ``node`` with the names of the ``testsuite`` elements above it."""
+    for child in node:
+        if child.tag == "testcase":
+            yield suites, child
+        elif child.tag == "testsuite":
+            yield from _junit_cases(child, [*suites, child.get("name", "")])
+        elif child.tag == "testsuites":
+            yield from _junit_cases(child, suites)
 
 
 def _junit_status(case: ET.Element) -> str:
@@ -72,6 +101,79 @@ def _junit_status(case: ET.Element) -> str:
     if "skipped" in tags:
         return SKIPPED
     return PASSED
+
+
+def parse_json(documents: Iterable[bytes], root: str = WORK) -> dict[str, str]:
+    """The JSON reports of jest (``--json --outputFile``) and vitest (``--reporter=json``),
+    one layout: id ``file::describe > test``; and of mocha (``--reporter json``): id
+    ``file::full title``. File paths are made relative to ``root``, the work tree as the
+    runner saw it, so a fresh checkout gives the same ids. A test file that failed to load
+    (no test results, an error message) is one failed test named ``file::<file>``: its
+    tests were not run, and a pass rate must count them.
+
+    >>> parse_json([b'{"testResults": [{"name": "/workspace/t/a.test.js", "status": "failed",'
+    ...             b' "assertionResults": [{"ancestorTitles": ["m"], "title": "adds",'
+    ...             b' "status": "passed"}, {"ancestorTitles": [], "title": "b", "status":'
+    ...             b' "pending"}]}, {"name": "/workspace/t/b.test.js", "status": "failed",'
+    ...             b' "message": "SyntaxError", "assertionResults": []}]}'])
+    {'t/a.test.js::m > adds': 'passed', 't/a.test.js::b': 'skipped', 't/b.test.js::<file>': 'failed'}
+    """
+    tests: dict[str, str] = {}
+    for doc in documents:
+        data = _json_document(doc)
+        if isinstance(data.get("testResults"), list):
+            _jest_tests(data["testResults"], root, tests)
+        elif isinstance(data.get("stats"), dict) and isinstance(data.get("tests"), list):
+            _mocha_tests(data, root, tests)
+    return tests
+
+
+def _json_document(doc: bytes) -> dict:
+    if len(doc) > MAX_REPORT_BYTES:
+        return {}
+    try:
+        data = json.loads(doc)
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+_JEST_STATUS = {"passed": PASSED, "failed": FAILED, "pending": SKIPPED, "skipped": SKIPPED,
+                "todo": SKIPPED, "disabled": SKIPPED, "focused": PASSED}
+
+
+def _jest_tests(files: list, root: str, tests: dict[str, str]) -> None:
+    for result in files:
+        if not isinstance(result, dict):
+            continue
+        path = relative_path(str(result.get("name") or result.get("testFilePath") or ""), root)
+        cases = [c for c in result.get("assertionResults") or [] if isinstance(c, dict)]
+        if not cases and result.get("status") == "failed":
+            tests[f"{path}::<file>"] = FAILED
+        for case in cases:
+            titles = [str(t) for t in case.get("ancestorTitles") or []]
+            tid = f"{path}::{' > '.join([*titles, str(case.get('title', ''))])}"
+            tests[tid] = _merge(tests.get(tid), _JEST_STATUS.get(case.get("status"), FAILED))
+
+
+def _mocha_tests(data: dict, root: str, tests: dict[str, str]) -> None:
+    for key, status in (("passes", PASSED), ("pending", SKIPPED), ("failures", FAILED)):
+        for case in data.get(key) or []:
+            if isinstance(case, dict):
+                path = relative_path(str(case.get("file") or ""), root)
+                tid = f"{path}::{case.get('fullTitle', '')}"
+                tests[tid] = _merge(tests.get(tid), status)
+
+
+def relative_path(path: str, root: str = WORK) -> str:
+    """A runner's file path as the repository names it: ``file://`` and the work tree dropped.
+
+    >>> relative_path("file:///workspace/test/a.js"), relative_path("test/a.js")
+    ('test/a.js', 'test/a.js')
+    """
+    path = path.removeprefix("file://")
+    root = root.rstrip("/") + "/"
+    return path[len(root):] if path.startswith(root) else path
 
 
 def parse_go_json(text: str) -> dict[str, str]:
@@ -260,28 +362,63 @@ TEXT_PARSERS: dict[str, Callable[[str], dict[str, str]]] = {
     "tap": parse_tap,
     "ctest": parse_ctest,
 }
-PARSERS = ("junit", *TEXT_PARSERS, "exit-code")
+FILE_PARSERS = ("junit", "json", "tap")
+"""The formats of report files, in the order they are tried."""
+PARSERS = ("junit", "json", *TEXT_PARSERS, "exit-code")
+EXIT_CODE = "exit-code"
+"""The parser of a run that gave no per-test result: never evidence that tests ran."""
+
+
+def report_kind(doc: bytes) -> str:
+    """Which of ``FILE_PARSERS`` a report file is written in, read from its content ("" when
+    none): a runner's file reporter is chosen by the command, so the file says what it is.
+
+    >>> [report_kind(d) for d in (b'<?xml version="1.0"?><testsuites/>', b' {"stats": {}}',
+    ...                           b"TAP version 13\\nok 1 - a\\n", b"hello")]
+    ['junit', 'json', 'tap', '']
+    """
+    head = doc[:4096].lstrip(b"\xef\xbb\xbf \t\r\n")
+    if head.startswith(b"<"):
+        return "junit"
+    if head.startswith(b"{"):
+        return "json"
+    if re.search(rb"^(TAP version \d+|(not )?ok \d+)", head, re.M):
+        return "tap"
+    return ""
+
+
+def _parse_files(kind: str, docs: list[bytes], root: str) -> dict[str, str]:
+    if kind == "junit":
+        return parse_junit(docs)
+    if kind == "json":
+        return parse_json(docs, root)
+    return parse_tap("\n".join(d.decode("utf-8", "replace") for d in docs))
 
 
 def parse(parser: str, stdout: str, stderr: str, exit_code: int | None,
-          junit: Iterable[bytes] = (), command: str = "") -> TestReport:
-    """Per-test statuses with ``parser``; ``auto`` tries JUnit, then each text parser, then
-    the exit code. ``junit`` without a readable report tries the text parsers (the runner
-    may have been stopped before writing it, or a repository's option moved it; ``pytest
-    -rA`` still printed every test). A named parser that finds nothing falls back to the
-    exit code too, so a report always says what it rests on."""
-    junit = list(junit)
+          junit: Iterable[bytes] = (), command: str = "", root: str = WORK) -> TestReport:
+    """Per-test statuses with ``parser``.
+
+    ``junit`` holds the report files the run wrote, in any of ``FILE_PARSERS``' formats
+    (``report_kind`` tells them apart); ``root`` is the work tree's path as the runner saw
+    it, dropped from the file paths in JSON reports. A file parser (``junit``, ``json``) or
+    ``auto`` reads the files first, then tries each text parser on the output (the runner
+    may have been stopped before writing its file; ``pytest -rA`` still printed every
+    test); ``tap`` reads TAP files, then the output. A parser that finds nothing falls back
+    to the exit code (parser ``exit-code``), so a report always says what it rests on."""
+    if parser not in PARSERS and parser != "auto":
+        raise ValueError(f"unknown test parser {parser!r}: use one of auto, {', '.join(PARSERS)}")
+    docs = [d for d in junit if len(d) <= MAX_REPORT_BYTES]
     text = stdout + "\n" + stderr
-    if parser in ("junit", "auto") and junit:
-        tests = parse_junit(junit)
-        if tests:
-            return TestReport("junit", tests)
-    candidates = TEXT_PARSERS if parser in ("auto", "junit") else {
+    if parser in (*FILE_PARSERS, "auto"):
+        for kind in FILE_PARSERS:
+            tests = _parse_files(kind, [d for d in docs if report_kind(d) == kind], root)
+            if tests:
+                return TestReport(kind, tests)
+    candidates = TEXT_PARSERS if parser in ("auto", "junit", "json") else {
         k: v for k, v in TEXT_PARSERS.items() if k == parser}
     for name, fn in candidates.items():
         tests = fn(text)
         if tests:
             return TestReport(name, tests)
-    if parser not in PARSERS and parser != "auto":
-        raise ValueError(f"unknown test parser {parser!r}: use one of {', '.join(PARSERS)}")
-    return TestReport("exit-code", {command or "<command>": PASSED if exit_code == 0 else FAILED})
+    return TestReport(EXIT_CODE, {command or "<command>": PASSED if exit_code == 0 else FAILED})

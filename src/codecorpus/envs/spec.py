@@ -43,6 +43,7 @@ FORMAT_VERSION = 2
 SELECTORS = {
     "pytest": "python -m pytest -rA -p no:cacheprovider {tests}",
     "junit": "{command} {tests}",
+    "json": "{command} {tests}",
     "unittest": "python -m unittest -v {tests}",
     "cargo": "cargo test --offline -- --exact {tests}",
     "go-json": "go test -json -run {tests} ./...",
