@@ -57,6 +57,20 @@ def _publish_run(root: Path, tmp: Path) -> tuple[Path, str]:
     return root / rl.MANIFEST_NAME, entry.spec["cache_key"]
 
 
+@pytest.fixture(autouse=True)
+def _restore_local_ray():
+    """The test leaves the session's local Ray for a cluster: the tests after it that share
+    that Ray (``ray_local``) find it running again."""
+    import ray
+
+    from codecorpus.runtime.session import init_ray
+
+    was_running = ray.is_initialized()
+    yield
+    if was_running and not ray.is_initialized():
+        init_ray(2, None)
+
+
 def test_pool_places_sessions_by_node_capacity_without_a_shared_fs(s3_server, tmp_path, monkeypatch):
     import ray
     from ray.cluster_utils import Cluster
