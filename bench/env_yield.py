@@ -157,7 +157,14 @@ def summarize(run: Path, name: str, lang: str) -> dict:
 
 def fresh_tree_of(record: dict) -> bool | None:
     """Whether the verification reproduced its counts in a fresh tree, when it records that
-    (a ``fresh_tree``/``reproduced`` field); None when it does not say."""
+    (the statuses of the fresh tree's run, ``fresh_tests``, against the install tree's
+    ``tests``; or a ``fresh_tree``/``reproduced`` field); None when it does not say."""
+    fresh = record.get("fresh_tests")
+    if isinstance(fresh, dict) and fresh:
+        flaky = set(record.get("flaky") or [])
+        counts = [Counter(s for t, s in d.items() if t not in flaky)
+                  for d in (record.get("tests") or {}, fresh)]
+        return counts[0] == counts[1]
     for key in ("fresh_tree", "reproduced", "fresh"):
         value = record.get(key)
         if isinstance(value, bool):
