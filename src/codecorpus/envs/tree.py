@@ -20,6 +20,8 @@ import shlex
 import sys
 from pathlib import Path
 
+import tomllib
+
 from codecorpus.envs import toolchains
 
 _RUNNERS = (("pytest", r"\bpy\.?test\b"), ("unittest", r"\bunittest\b"),
@@ -93,7 +95,7 @@ def ready_steps(install: tuple[str, ...], chain: str, tree: Path) -> tuple[str, 
 
     >>> ready_steps(('python -m venv "$ENV_DIR/venv"', "python -m pip install -e '.[test]'",
     ...              "python -m pip install pytest"), "python", Path("/nonexistent"))
-    ("python -m pip install --no-deps -e '.[test]'",)
+    ("python -m pip install --no-deps --no-build-isolation -e '.[test]'",)
     """
     if chain not in toolchains.CACHEABLE:
         return install
@@ -103,7 +105,7 @@ def ready_steps(install: tuple[str, ...], chain: str, tree: Path) -> tuple[str, 
             words = shlex.split(command)[(3 if command.startswith("python") else 2):]
             local = _local_targets(words)
             if local:
-                out.append(f"python -m pip install --no-deps {' '.join(local)}")
+                out.append(f"python -m pip install --no-deps --no-build-isolation {' '.join(local)}")
         elif chain == "python" and re.search(r"\bsetup\.py\b.*\b(develop|build_ext|build)\b", command):
             out.append(command)
     if chain == "node":
@@ -111,6 +113,50 @@ def ready_steps(install: tuple[str, ...], chain: str, tree: Path) -> tuple[str, 
         out += [f"npm run {name}" for name in ("preinstall", "install", "postinstall", "prepare")
                 if isinstance(scripts.get(name), str)]
     return tuple(out)
+
+
+def build_requirements(tree: Path) -> list[str]:
+    """What the tree's build backend needs (``[build-system] requires`` of its
+    ``pyproject.toml``; setuptools and wheel for a ``setup.py`` without one): installed into
+    the environment at install time, so that the ready steps rebuild the tree without build
+    isolation, with no network (a rollout's session and a grading have none).
+
+    >>> build_requirements(Path("/nonexistent"))
+    []
+    """
+    try:
+        data = tomllib.loads((tree / "pyproject.toml").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = None
+    if data is None:
+        return ["setuptools>=40.8.0", "wheel"] if (tree / "setup.py").is_file() else []
+    system = data.get("build-system")
+    requires = system.get("requires") if isinstance(system, dict) else None
+    if not isinstance(requires, list):
+        return ["setuptools>=40.8.0", "wheel"]
+    return [r for r in requires if isinstance(r, str) and r.strip()]
+
+
+BACKEND_REQUIRES = (
+    "import importlib, subprocess, sys, tomllib\n"
+    "try:\n"
+    "    system = tomllib.load(open('pyproject.toml', 'rb')).get('build-system', {})\n"
+    "except OSError:\n"
+    "    system = {}\n"
+    "sys.path[:0] = system.get('backend-path', [])\n"
+    "name, _, attr = system.get('build-backend', 'setuptools.build_meta:__legacy__').partition(':')\n"
+    "backend = importlib.import_module(name)\n"
+    "for part in filter(None, attr.split('.')):\n"
+    "    backend = getattr(backend, part)\n"
+    "extra = []\n"
+    "for hook in ('get_requires_for_build_editable', 'get_requires_for_build_wheel'):\n"
+    "    extra += getattr(backend, hook, lambda config_settings=None: [])()\n"
+    "if extra:\n"
+    "    subprocess.check_call([sys.executable, '-m', 'pip', 'install', *sorted(set(extra))])\n"
+)
+"""A script run in the tree after its build requirements are installed: the build backend's
+own answer (PEP 517/660 hooks) to what an editable or wheel build needs besides them
+(hatchling's ``editables``, setuptools' ``wheel``), installed too."""
 
 
 def _local_targets(words: list[str]) -> list[str]:

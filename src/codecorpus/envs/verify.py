@@ -219,8 +219,8 @@ def _install(work: Path, commands: tuple[str, ...], chain: str, cfg: VerifyConfi
     box, _ = _sandbox_for(cfg, chain, env_dir, install=True)
     ran, notes = [], []
     for command in commands:
-        res = sb.run(command, work, box, env_dir=env_dir, network=True, env_writable=True,
-                     merge_stderr=True)
+        res = sb.run(command, work, box, env_dir=env_dir, network=phase != "ready",
+                     env_writable=True, merge_stderr=True)
         steps.append(_step(phase, res))
         retry = without_lock(command)
         gone = _GONE.search(res.stdout[-20000:]) if retry and res.exit_code not in (0, None) else None
@@ -648,6 +648,14 @@ def _attempt(work: Path, inst: disc.Candidate, tests: list[disc.Candidate], cfg:
         _finish(out, steps)
         return out
     out.ready = tree_info.ready_steps(out.install, inst.toolchain, work)
+    reason = _install_build_requirements(work, inst.toolchain, cfg, env_dir, out, steps)
+    if reason:
+        attempts.append({"install": list(out.install), "test": "", "reason": reason,
+                         "detail": f"{out.install[-1]}: {steps[-1].output_tail[-300:].strip()}",
+                         "notes": list(out.install_notes)})
+        out.reason = reason
+        _finish(out, steps)
+        return out
     out.system_packages = tree_info.system_packages(work, inst.toolchain)
     ran_tests = 0
     for cand in tests:
@@ -674,6 +682,23 @@ def _attempt(work: Path, inst: disc.Candidate, tests: list[disc.Candidate], cfg:
     if env_dir and inst.toolchain not in toolchains.CACHEABLE:
         shutil.rmtree(env_dir, ignore_errors=True)
     return out
+
+
+def _install_build_requirements(work: Path, chain: str, cfg: VerifyConfig, env_dir: Path | None,
+                                out: Verification, steps: list[Step]) -> str | None:
+    """Ready steps rebuild the tree without build isolation and with no network (as a
+    session and a grading will): the build backend's own requirements go into the
+    environment now, with the install's rights, and into the spec's install list."""
+    if chain != "python" or not env_dir or not any("--no-build-isolation" in r for r in out.ready):
+        return None
+    # setuptools and wheel too: a task's base commit may predate the tree's own backend
+    # (an older setup.py of a project now on flit or hatchling) and still use this environment
+    requires = [*tree_info.build_requirements(work), "setuptools", "wheel"]
+    command = ("python -m pip install " + " ".join(shlex.quote(r) for r in requires)
+               + " && python -c " + shlex.quote(tree_info.BACKEND_REQUIRES))
+    reason, _, _ = _install(work, (command,), chain, cfg, env_dir, steps)
+    out.install = (*out.install, command)
+    return reason
 
 
 def _finish(out: Verification, steps: list[Step]) -> None:
