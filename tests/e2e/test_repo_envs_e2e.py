@@ -192,7 +192,7 @@ def test_verified_specs_for_each_ecosystem(env_run):
     assert specs["calc"]["test"]["parser"] == "unittest"
     assert specs["pyt"]["test"]["parser"] in ("junit", "pytest") and specs["pyt"]["tests"]["passed"] == 5
     assert specs["pyt"]["proof"]["packages"]["lib"]["where"] == "work tree"
-    assert specs["pyt"]["ready"] == ["python -m pip install --no-deps -e '.[test]'"]
+    assert specs["pyt"]["ready"] == ["python -m pip install --no-deps --no-build-isolation -e '.[test]'"]
     assert specs["odd"]["provenance"]["test"]["file"] == "proposer:my_proposer:propose"
     if "greet" in specs:
         assert specs["greet"]["test"]["parser"] == "tap"

@@ -106,7 +106,7 @@ def test_hatch_vcs_version_file_is_generated_in_the_fresh_tree(tmp_path):
     cfg = _cfg(tmp_path)
     env = _verify(repo, commit, cfg, (VENV, "python -m pip install -e ."))
     assert env.verified, (env.reason, env.detail, [(s.command, s.output_tail[-300:]) for s in env.steps])
-    assert env.ready == ("python -m pip install --no-deps -e .",)
+    assert env.ready == ("python -m pip install --no-deps --no-build-isolation -e .",)
     assert [s.phase for s in env.steps].count("ready") == 1
     assert verify.counts(env.fresh_tests) == verify.counts(env.tests) == {"passed": 6, "failed": 0, "skipped": 0}
     assert env.proof["packages"]["vpkg"]["where"] == "work tree"
@@ -114,7 +114,7 @@ def test_hatch_vcs_version_file_is_generated_in_the_fresh_tree(tmp_path):
     doc = spec.environment_spec(env, "x/vpkg", commit, cfg.sandbox)
     docker = spec.render_dockerfile(doc)
     assert "apt-get install -y --no-install-recommends git" in docker
-    assert "RUN python -m pip install --no-deps -e .\n" in docker
+    assert "RUN python -m pip install --no-deps --no-build-isolation -e .\n" in docker
     # Without the ready step the fresh checkout has no _version.py: every test errors.
     unready = _unready_run(repo, commit, env, cfg)
     assert unready is not None and unready.passed == []
@@ -144,7 +144,7 @@ def test_c_extension_is_rebuilt_in_the_fresh_tree(tmp_path):
     cfg = _cfg(tmp_path)
     env = _verify(repo, commit, cfg, (VENV, "python -m pip install -e ."))
     assert env.verified, (env.reason, env.detail, [(s.command, s.output_tail[-300:]) for s in env.steps])
-    assert env.ready == ("python -m pip install --no-deps -e .",)
+    assert env.ready == ("python -m pip install --no-deps --no-build-isolation -e .",)
     assert verify.counts(env.fresh_tests) == {"passed": 5, "failed": 0, "skipped": 0}
     assert "build-essential" in env.system_packages
     assert env.proof["packages"]["cpkg"]["where"] == "work tree"

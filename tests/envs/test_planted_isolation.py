@@ -134,7 +134,7 @@ def test_the_environments_install_of_the_work_tree_is_own_code(tmp_path):
     if env.reason == verify.INSTALL_FAILED:
         pytest.skip("no package index reachable: " + env.steps[-1].output_tail[-300:])
     assert env.verified, (env.reason, env.detail)
-    assert env.ready == ("python -m pip install --no-deps .",)
+    assert env.ready == ("python -m pip install --no-deps --no-build-isolation .",)
     where = env.proof["packages"]["mypkg"]
     assert where["where"] == "environment install of the work tree", where
     assert "/site-packages/mypkg/__init__.py" in where["origin"]

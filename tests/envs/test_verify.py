@@ -229,7 +229,7 @@ def test_pytest_repo_with_a_real_dependency(tmp_path):
     assert env.parser == "junit"
     assert env.tests == {**{f"tests.test_calc::test_add[{n}]": "passed" for n in range(5)},
                          "tests.test_calc::test_later": "skipped"}
-    assert env.ready == ("python -m pip install --no-deps -e '.[test]'",)
+    assert env.ready == ("python -m pip install --no-deps --no-build-isolation -e '.[test]'",)
     assert env.proof["packages"]["calc"]["where"] == "work tree"
     assert verify.environment_dir(cfg, env) is not None
     again = verify.verify_environment(repo, cfg)
@@ -291,7 +291,7 @@ def test_dockerfile_and_spec_name_the_same_steps():
         test="python -m pytest -rA", parser="junit", cache_key="0" * 32, dependency_hash="1" * 64,
         tests={f"t.py::test_{i}": "passed" for i in range(5)},
         fresh_tests={f"t.py::test_{i}": "passed" for i in range(5)},
-        ready=("python -m pip install --no-deps -e '.[test]'",), system_packages=("git",),
+        ready=("python -m pip install --no-deps --no-build-isolation -e '.[test]'",), system_packages=("git",),
         proof={"method": "import resolution in the fresh tree", "own": True,
                "packages": {"pkg": {"origin": "/workspace/src/pkg/__init__.py", "where": "work tree"}}})
     doc = spec.environment_spec(env, "x/pkg", "abc", sb.SandboxConfig())
