@@ -696,8 +696,10 @@ def _install_build_requirements(work: Path, chain: str, cfg: VerifyConfig, env_d
     requires = [*tree_info.build_requirements(work), "setuptools", "wheel"]
     command = ("python -m pip install " + " ".join(shlex.quote(r) for r in requires)
                + " && python -c " + shlex.quote(tree_info.BACKEND_REQUIRES))
-    reason, _, _ = _install(work, (command,), chain, cfg, env_dir, steps)
     out.install = (*out.install, command)
+    if out.cached:  # the verification that made the cached environment installed them
+        return None
+    reason, _, _ = _install(work, (command,), chain, cfg, env_dir, steps)
     return reason
 
 
