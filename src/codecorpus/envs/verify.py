@@ -694,7 +694,9 @@ def _install_build_requirements(work: Path, chain: str, cfg: VerifyConfig, env_d
     # setuptools and wheel too: a task's base commit may predate the tree's own backend
     # (an older setup.py of a project now on flit or hatchling) and still use this environment
     requires = [*tree_info.build_requirements(work), "setuptools", "wheel"]
-    command = ("python -m pip install " + " ".join(shlex.quote(r) for r in requires)
+    # --upgrade: the newest release that satisfies them, as build isolation would take (a venv's
+    # own older setuptools rejects newer pyproject metadata such as an SPDX `license` string)
+    command = ("python -m pip install --upgrade " + " ".join(shlex.quote(r) for r in requires)
                + " && python -c " + shlex.quote(tree_info.BACKEND_REQUIRES))
     out.install = (*out.install, command)
     if out.cached:  # the verification that made the cached environment installed them
