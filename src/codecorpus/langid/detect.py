@@ -269,26 +269,11 @@ run the same chain, but their usual answer is recorded as ``extension``."""
 
 @functools.lru_cache(maxsize=1)
 def _magika() -> Any:
-    """magika with a one-thread ONNX Runtime session.
-
-    magika 1.0.3 opens its session with ONNX Runtime's default pool (a spinning thread
-    per core) and has no option for it. The runtime already runs one worker per core,
-    so every worker's pool fought over the same cores, and a file took longer than with
-    one thread.
-    One thread also makes the scores independent of the machine's core count. The
-    session is rebuilt from the same model file and provider.
-    """
-    import onnxruntime as rt
+    """magika as it ships (its own ONNX Runtime session): one per process, loaded on first use.
+    magika 1.0.3 has no public option for the session's thread pool, so none is set."""
     from magika import Magika
 
-    model = Magika()
-    options = rt.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    model._onnx_session = rt.InferenceSession(  # no public option in magika 1.0.3 (pinned)
-        str(model._model_path), sess_options=options, providers=["CPUExecutionProvider"]
-    )
-    return model
+    return Magika()
 
 
 def _magika_guess(data: bytes, min_score: float) -> str | None:
