@@ -51,9 +51,13 @@ def imports_of(path: Path) -> set[str]:
     package runs first anyway, so it is no edge of its own.
     """
     tree = ast.parse(path.read_text())
-    skip = _type_checking_nodes(tree)
+    return _imported(ast.walk(tree), _type_checking_nodes(tree))
+
+
+def _imported(nodes, skip: set[int]) -> set[str]:
+    """The modules the import statements among ``nodes`` name (see ``imports_of``)."""
     found: set[str] = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if id(node) in skip:
             continue
         if isinstance(node, ast.Import):
@@ -160,19 +164,7 @@ being rewritten on their own branches (issue 39, item 4, left for them)."""
 def top_level_imports(path: Path) -> set[str]:
     """The codecorpus modules ``path`` imports when it is imported (not inside functions)."""
     tree = ast.parse(path.read_text())
-    skip = _type_checking_nodes(tree)
-    found: set[str] = set()
-    for node in tree.body:
-        if id(node) in skip:
-            continue
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            subs = {f"{node.module}.{a.name}" for a in node.names} & set(MODULES)
-            found.update(subs)
-            if len(subs) < len(node.names):
-                found.add(node.module)
-    return {m for m in found if m in MODULES}
+    return {m for m in _imported(tree.body, _type_checking_nodes(tree)) if m in MODULES}
 
 
 def test_spec_modules_import_task_bodies_inside_functions():

@@ -46,3 +46,32 @@ def host_processes_with(token: str) -> list[int]:
         if token.encode() in cmdline:
             pids.append(int(proc.name))
     return pids
+
+
+# The planted calc repository shared by the verify and rollout tests: a bug in add, five
+# tests that pass with and without it, and the task that fixes it.
+LIB = "def add(a, b):\n    return a - b\n"
+FIXED = "def add(a, b):\n    return a + b\n"
+KEEPS = tuple(f"test_keeps_{n}" for n in range(1, 5))
+# Five tests that pass with LIB and FIXED alike (min_passed is 5), test_zero last.
+UNITTESTS = ("import unittest\nfrom calc import add\n"
+             "class TestCalc(unittest.TestCase):\n"
+             + "".join(f"    def test_keeps_{n}(self):\n        self.assertEqual(add({n}, 0), {n})\n"
+                       for n in range(1, 5))
+             + "    def test_zero(self):\n        self.assertEqual(add(0, 0), 0)\n")
+TEST_PATCH = """--- a/tests/test_calc.py
++++ b/tests/test_calc.py
+@@ -11,3 +11,5 @@
+         self.assertEqual(add(4, 0), 4)
+     def test_zero(self):
+         self.assertEqual(add(0, 0), 0)
++    def test_add(self):
++        self.assertEqual(add(2, 3), 5)
+"""
+PATCH = """--- a/calc.py
++++ b/calc.py
+@@ -1,2 +1,2 @@
+ def add(a, b):
+-    return a - b
++    return a + b
+"""

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from envs_helpers import git_repo
+from envs_helpers import LIB, PATCH, TEST_PATCH, UNITTESTS, git_repo
 
 from codecorpus.envs import sandbox as sb
 from codecorpus.envs import spec as envspec
@@ -16,29 +16,6 @@ from codecorpus.envs import verify
 from codecorpus.envs.session import SessionConfig, TaskEntry
 from codecorpus.manifests import rl
 
-LIB = "def add(a, b):\n    return a - b\n"
-FIXED = "def add(a, b):\n    return a + b\n"
-UNITTESTS = ("import unittest\nfrom calc import add\n"
-             "class TestCalc(unittest.TestCase):\n"
-             + "".join(f"    def test_keeps_{n}(self):\n        self.assertEqual(add({n}, 0), {n})\n"
-                       for n in range(1, 5))
-             + "    def test_zero(self):\n        self.assertEqual(add(0, 0), 0)\n")
-TEST_PATCH = """--- a/tests/test_calc.py
-+++ b/tests/test_calc.py
-@@ -11,3 +11,5 @@
-         self.assertEqual(add(4, 0), 4)
-     def test_zero(self):
-         self.assertEqual(add(0, 0), 0)
-+    def test_add(self):
-+        self.assertEqual(add(2, 3), 5)
-"""
-PATCH = """--- a/calc.py
-+++ b/calc.py
-@@ -1,2 +1,2 @@
- def add(a, b):
--    return a - b
-+    return a + b
-"""
 F2P = "test_calc.TestCalc.test_add"
 
 

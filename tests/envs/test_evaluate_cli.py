@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from envs_helpers import needs_bwrap
-from rollout_helpers import F2P, PATCH, planted_run
+from envs_helpers import PATCH, needs_bwrap
+from rollout_helpers import F2P, planted_run
 
 from codecorpus.envs import evaluation
 from codecorpus.envs.manifest_tasks import tasks_of

@@ -12,8 +12,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from envs_helpers import host_processes_with, needs_bwrap
-from rollout_helpers import F2P, FIXED, planted_task
+from envs_helpers import FIXED, host_processes_with, needs_bwrap
+from rollout_helpers import F2P, planted_task
 
 from codecorpus.envs import sandbox as sb
 from codecorpus.envs import session as ses

@@ -7,8 +7,8 @@ import json
 from dataclasses import replace
 
 import pytest
-from envs_helpers import needs_bwrap
-from rollout_helpers import F2P, FIXED, LIB, PATCH, planted_task
+from envs_helpers import FIXED, LIB, PATCH, needs_bwrap
+from rollout_helpers import F2P, planted_task
 
 from codecorpus.envs import session as ses
 

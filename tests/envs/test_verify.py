@@ -9,7 +9,17 @@ import subprocess
 
 import jsonschema
 import pytest
-from envs_helpers import git_repo, needs_bwrap, write_tree
+from envs_helpers import (
+    FIXED,
+    KEEPS,
+    LIB,
+    PATCH,
+    TEST_PATCH,
+    UNITTESTS,
+    git_repo,
+    needs_bwrap,
+    write_tree,
+)
 
 from codecorpus.envs import discover as disc
 from codecorpus.envs import sandbox as sb
@@ -17,32 +27,7 @@ from codecorpus.envs import spec, verify
 
 pytestmark = needs_bwrap
 
-LIB = "def add(a, b):\n    return a - b\n"
-FIXED = "def add(a, b):\n    return a + b\n"
-KEEPS = tuple(f"test_keeps_{n}" for n in range(1, 5))
-# Five tests that pass with LIB and FIXED alike (min_passed is 5), test_zero last.
-UNITTESTS = ("import unittest\nfrom calc import add\n"
-             "class TestCalc(unittest.TestCase):\n"
-             + "".join(f"    def test_keeps_{n}(self):\n        self.assertEqual(add({n}, 0), {n})\n"
-                       for n in range(1, 5))
-             + "    def test_zero(self):\n        self.assertEqual(add(0, 0), 0)\n")
 CALC_IDS = [f"test_calc.TestCalc.{t}" for t in (*KEEPS, "test_zero")]
-TEST_PATCH = """--- a/tests/test_calc.py
-+++ b/tests/test_calc.py
-@@ -11,3 +11,5 @@
-         self.assertEqual(add(4, 0), 4)
-     def test_zero(self):
-         self.assertEqual(add(0, 0), 0)
-+    def test_add(self):
-+        self.assertEqual(add(2, 3), 5)
-"""
-PATCH = """--- a/calc.py
-+++ b/calc.py
-@@ -1,2 +1,2 @@
- def add(a, b):
--    return a - b
-+    return a + b
-"""
 
 
 def _cfg(tmp_path, **kw) -> verify.VerifyConfig:

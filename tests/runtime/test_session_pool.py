@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs"))
-from rollout_helpers import FIXED, LIB, PATCH, UNITTESTS, verified_task
+from envs_helpers import FIXED, LIB, PATCH, UNITTESTS
+from rollout_helpers import verified_task
 
 from codecorpus import schema
 from codecorpus.envs import sandbox as sb
