@@ -199,7 +199,7 @@ def test_pipeline_writes_the_same_bytes_with_planning_in_tasks(tmp_path: Path, r
     assert stats[0] == stats[1]
     # a rerun resumes: every ingest task's marker holds the plan's hash
     again = Executor(load_recipe_data(recipe), tmp_path / "tasks", quiet=True).run_pipeline(until="ingest")
-    assert again.stages[0].ran_tasks == 0 and again.stages[0].skipped_tasks == stats[1]["shards"]
+    assert again.stages[0].ran_jobs == 0 and again.stages[0].skipped_jobs == stats[1]["shards"]
 
 
 def test_a_file_line_is_json_dumps_text():

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from codecorpus.tasks import spec as tspec
+from codecorpus.tasks.bodies import RepositoryProblem
 from codecorpus.tasks.commits import CommitSlice, Repository
-from codecorpus.tasks.task import RepositoryProblem
 
 
 def test_shards_hold_consecutive_parts_up_to_a_slice_of_commits(monkeypatch):

@@ -215,7 +215,7 @@ def test_same_bytes_with_one_and_two_workers_and_a_rerun_skips_everything(repos,
     assert a.keys() == b.keys() and "tasks/tasks.jsonl" in a
     assert [k for k in a if a[k] != b[k]] == []
     again = run(repos[0], one)
-    assert all(s.ran_tasks == 0 and s.skipped_tasks > 0 for s in again.stages)
+    assert all(s.ran_jobs == 0 and s.skipped_jobs > 0 for s in again.stages)
     assert run_outputs(one) == b
 
 
@@ -293,7 +293,7 @@ def test_a_changed_task_setting_redoes_the_sink_only(repos, finished, tmp_path):
     data = recipe(repos[0])
     data["stages"]["task_outputs"] = {"eval_after": EVAL_AFTER, "version": "2.0"}
     result = Executor(load_recipe_data(data), run_dir, quiet=True).run_pipeline()
-    ran = {s.name: s.ran_tasks for s in result.stages}
+    ran = {s.name: s.ran_jobs for s in result.stages}
     assert ran.pop("task_outputs") > 0 and set(ran.values()) == {0}
     assert {r["version"] for r in records(run_dir, swebench.TRAIN_FILE)} == {"2.0"}
     def shard_files(root: Path) -> dict[str, bytes]:  # the manifest holds the recipe's hash: it differs

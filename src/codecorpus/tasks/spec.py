@@ -31,7 +31,7 @@ from codecorpus.ingest.config import GitSource
 from codecorpus.manifests import manifest as mf
 from codecorpus.model import RecipeError, config_hash
 from codecorpus.packing.spec import merge_small_shards
-from codecorpus.pipeline import tasks
+from codecorpus.pipeline import bodies
 from codecorpus.pipeline.spec import (
     Job,
     PlanTasks,
@@ -41,10 +41,10 @@ from codecorpus.pipeline.spec import (
     plan_inline,
     repositories,
 )
-from codecorpus.sft import task as sfttask
+from codecorpus.sft import bodies as sft_bodies
 from codecorpus.storage import mirror
+from codecorpus.tasks import bodies as task_bodies
 from codecorpus.tasks import candidates, dedup, edits, filters, github, unique
-from codecorpus.tasks import task as ttask
 from codecorpus.tasks.commits import CommitSlice, GitError, Repository, plan_slices
 from codecorpus.tasks.config import (
     CommitDedupConfig,
@@ -57,7 +57,7 @@ from codecorpus.tasks.config import (
 
 log = logging.getLogger(__name__)
 
-Part = CommitSlice | ttask.RepositoryProblem
+Part = CommitSlice | task_bodies.RepositoryProblem
 """One repository's slice, or a repository that cannot be read: what the plan lists."""
 
 
@@ -127,18 +127,18 @@ class _PlanRepositories:
         for f in found:
             repo = Repository(self.src.name, f.name, "")
             if f.problem is not None:
-                out.append([ttask.RepositoryProblem(repo, *f.problem)])
+                out.append([task_bodies.RepositoryProblem(repo, *f.problem)])
                 continue
             try:
                 gitdir = git.resolve_gitdir(self.src.model_copy(update={"path": f.location, "repo": None}))
                 repo = Repository(self.src.name, f.name, gitdir, git.url_of(f.location))
                 out.append(plan_slices([repo], self.cfg, self.src.revision, self.plan_dir))
             except (RecipeError, GitError) as err:
-                out.append([ttask.RepositoryProblem(repo, "bad_repository", str(err))])
+                out.append([task_bodies.RepositoryProblem(repo, "bad_repository", str(err))])
         return out
 
 
-def plan_commits(recipe: Any, plan_tasks: PlanTasks) -> tuple[list[ttask.CommitShard], str]:
+def plan_commits(recipe: Any, plan_tasks: PlanTasks) -> tuple[list[task_bodies.CommitShard], str]:
     """The shards of every repository's walk (``git rev-list``, no commit read) and their hash: a new
     commit on a branch moves its tip, and new GitHub metadata changes its files' hashes, either of
     which redoes the stages. A walk of every parent longer
@@ -164,7 +164,7 @@ SHARD_PARTS = 100
 """The most repositories one commits shard reads (each costs a few git processes)."""
 
 
-def _grouped(parts: list[Part], commits_per_slice: int) -> list[ttask.CommitShard]:
+def _grouped(parts: list[Part], commits_per_slice: int) -> list[task_bodies.CommitShard]:
     """Consecutive parts into shards of at most ``commits_per_slice`` commits and ``SHARD_PARTS``
     parts (a repository that cannot be read counts as one): a long history's slices are a shard
     each, a folder's small histories share theirs."""
@@ -172,16 +172,16 @@ def _grouped(parts: list[Part], commits_per_slice: int) -> list[ttask.CommitShar
     for part in parts:
         size = part.count if isinstance(part, CommitSlice) else 1
         if group and (total + size > commits_per_slice or len(group) == SHARD_PARTS):
-            shards.append(ttask.CommitShard(tuple(group)))
+            shards.append(task_bodies.CommitShard(tuple(group)))
             group, total = [], 0
         group.append(part)
         total += size
-    return [*shards, ttask.CommitShard(tuple(group))] if group else shards
+    return [*shards, task_bodies.CommitShard(tuple(group))] if group else shards
 
 
 def _fingerprint(part: Part) -> list[Any]:
     repo = part.repository
-    if isinstance(part, ttask.RepositoryProblem):
+    if isinstance(part, task_bodies.RepositoryProblem):
         return [repo.source, repo.repo, part.reason, part.detail]
     # what the slice's git is given: its first commit, or the walk file's bytes
     return [repo.source, repo.repo, part.tip, part.skip, part.count, part.start or part.walk_sha256]
@@ -193,7 +193,7 @@ def commit_jobs(run: StageRun) -> list[Job]:
     for i, shard in enumerate(run.shards):
         reads = [p.repository.gitdir or p.repository.repo for p in shard.parts]
         reads += [p.listing for p in shard.parts if isinstance(p, CommitSlice) and p.listing is not None]
-        jobs.append(Job(schema.shard_name(i), ttask.commits_task, (run.task, i, shard, run.cfg), tuple(reads)))
+        jobs.append(Job(schema.shard_name(i), task_bodies.commits_job, (run.ctx, i, shard, run.cfg), tuple(reads)))
     return jobs
 
 
@@ -251,24 +251,24 @@ def edit_parts(recipe: Any) -> list[Any]:
 
 def dedup_phases(run: StageRun) -> list[dict[str, Any]]:
     """keys (per shard) -> groups (per bucket) -> clusters (one task, duplicates only) -> apply."""
-    cfg, ctx, upstream = run.cfg, run.task, run.upstream
+    cfg, ctx, upstream = run.cfg, run.ctx, run.upstream
     n, b = run.shard_count(upstream), cfg.buckets
     run.run_phase("commit_dedup: keys", [
-        Job(f"keys-{schema.shard_name(i)}", tasks.scatter_task,
+        Job(f"keys-{schema.shard_name(i)}", bodies.scatter_job,
             (ctx, "keys", i, upstream, functools.partial(dedup.scatter_keys, cfg=cfg, buckets=b)),
             (str(run.run.part(upstream, i)),))
         for i in range(n)
     ])
     run.run_phase("commit_dedup: groups", [
-        Job(f"groups-p{p:05d}", tasks.reduce_task, (ctx, "groups", "keys", p, n, dedup.group_keys))
+        Job(f"groups-p{p:05d}", bodies.reduce_job, (ctx, "groups", "keys", p, n, dedup.group_keys))
         for p in range(b)
     ])
     run.run_phase("commit_dedup: clusters", [
-        Job("clusters-p00000", tasks.reduce_task,
+        Job("clusters-p00000", bodies.reduce_job,
             (ctx, "clusters", "groups", 0, b, functools.partial(dedup.decide_clusters, cfg=cfg, n_shards=n)))
     ])
-    return run.run_tasks("commit_dedup: apply", [
-        Job(schema.shard_name(i), tasks.apply_own_task,
+    return run.run_output_jobs("commit_dedup: apply", [
+        Job(schema.shard_name(i), bodies.apply_own_job,
             (ctx, i, upstream, ("keys", b), "clusters", 1, dedup.apply_clusters), (str(run.run.part(upstream, i)),))
         for i in range(n)
     ])
@@ -283,22 +283,22 @@ def output_phases(run: StageRun) -> list[dict[str, Any]]:
     per shard in memory); the edit set packed (per rendered shard, the SFT pack body) with its
     manifest; then the run manifest: the edit set and the task files, each with its sha256.
     The stage's rows are the tasks."""
-    cfg, ctx, upstream = run.cfg, run.task, run.upstream
+    cfg, ctx, upstream = run.cfg, run.ctx, run.upstream
     n = run.shard_count(upstream)
     run.run_phase("task_outputs: keys", [
-        Job(f"keys-{schema.shard_name(i)}", tasks.scatter_task, (ctx, "keys", i, upstream, unique.task_keys),
+        Job(f"keys-{schema.shard_name(i)}", bodies.scatter_job, (ctx, "keys", i, upstream, unique.task_keys),
             (str(run.run.part(upstream, i)),))
         for i in range(n)
     ])  # fmt: skip
     decide = functools.partial(unique.decide, n_shards=n)
     run.run_phase("task_outputs: decide", [
-        Job("decide-p00000", tasks.reduce_task, (ctx, "decide", "keys", 0, n, decide))
+        Job("decide-p00000", bodies.reduce_job, (ctx, "decide", "keys", 0, n, decide))
     ])  # fmt: skip
-    results = run.run_tasks("task_outputs: records", [
-        Job(schema.shard_name(i), ttask.records_task, (ctx, i, upstream, cfg), (str(run.run.part(upstream, i)),))
+    results = run.run_output_jobs("task_outputs: records", [
+        Job(schema.shard_name(i), task_bodies.records_job, (ctx, i, upstream, cfg), (str(run.run.part(upstream, i)),))
         for i in range(n)
     ])
-    merged = run.run_phase("task_outputs: write", [Job("write", ttask.merge_task, (ctx, n, cfg, "write"))])[0]
+    merged = run.run_phase("task_outputs: write", [Job("write", task_bodies.merge_job, (ctx, n, cfg, "write"))])[0]
     sets = [_pack_edit_set(run)] if run.recipe.stages.sft_render is not None else []
     manifest = mf.build_run_manifest(run.run.root, sets, files=merged["files"])
     mf.write_run_manifest(run.run.root, manifest)
@@ -306,13 +306,13 @@ def output_phases(run: StageRun) -> list[dict[str, Any]]:
 
 
 def _pack_edit_set(run: StageRun) -> Path:
-    out, rendered = sfttask.sft_output(run.recipe), "sft_render"
+    out, rendered = sft_bodies.sft_output(run.recipe), "sft_render"
     packed = run.run_phase(f"task_outputs: {out.name}", [
-        Job(f"{out.name}-{schema.shard_name(i)}", sfttask.pack_task,
-            (run.task, out, i, rendered, run.recipe.tokenizer), (str(run.run.part(rendered, i)),))
+        Job(f"{out.name}-{schema.shard_name(i)}", sft_bodies.pack_job,
+            (run.ctx, out, i, rendered, run.recipe.tokenizer), (str(run.run.part(rendered, i)),))
         for i in range(run.shard_count(rendered))
     ])
-    return ttask.write_edit_manifest(run.run, run.recipe, packed, merge_small_shards(run, out, packed))
+    return task_bodies.write_edit_manifest(run.run, run.recipe, packed, merge_small_shards(run, out, packed))
 
 
 def output_parts(recipe: Any) -> list[Any]:

@@ -1,4 +1,4 @@
-"""Task bodies of the SFT pipeline, Ray-free like ``pipeline/tasks.py`` (the specs: ``sft/spec.py``).
+"""Job bodies of the SFT pipeline, Ray-free like ``pipeline/bodies.py`` (the specs: ``sft/spec.py``).
 
 ::
 
@@ -25,11 +25,11 @@ from codecorpus import schema
 from codecorpus.manifests import manifest as mf
 from codecorpus.manifests import megatron
 from codecorpus.model import recipe_hash
+from codecorpus.packing.bodies import EmittedShards, tokenizer_config_record
 from codecorpus.packing.config import OutputSet
-from codecorpus.packing.task import EmittedShards, tokenizer_config_record
-from codecorpus.pipeline.tasks import (
+from codecorpus.pipeline.bodies import (
     InvariantError,
-    TaskContext,
+    JobContext,
     finish_shard,
     lang_breakdown,
     result_stats,
@@ -55,7 +55,7 @@ def sft_output(recipe: Recipe) -> OutputSet:
 # --- sft_ingest --------------------------------------------------------------------------
 
 
-def ingest_task(ctx: TaskContext, shard: int, files: list[sft_ingest.TraceFile], cfg: SftIngestConfig) -> dict:
+def ingest_job(ctx: JobContext, shard: int, files: list[sft_ingest.TraceFile], cfg: SftIngestConfig) -> dict:
     """Read one shard of trace files; rows_in is every record read (and every unreadable file)."""
     t0 = time.perf_counter()
     result = sft_ingest.read_shard(files, cfg)
@@ -69,7 +69,7 @@ def ingest_task(ctx: TaskContext, shard: int, files: list[sft_ingest.TraceFile],
 # --- sft_pack ------------------------------------------------------------------------------
 
 
-def pack_task(ctx: TaskContext, out: OutputSet, shard: int, in_stage: str, tok_cfg: TokenizerConfig) -> dict:
+def pack_job(ctx: JobContext, out: OutputSet, shard: int, in_stage: str, tok_cfg: TokenizerConfig) -> dict:
     """Pack one rendered shard into ``seq_len`` sequences: .bin/.idx, segment table, .mask.bin."""
     t0 = time.perf_counter()
     table = read_parquet(ctx.run.part(in_stage, shard))
