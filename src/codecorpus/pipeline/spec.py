@@ -183,9 +183,9 @@ class StageSpec:
     then gives the stage its config)."""
     map_fn: Callable[[StageRun], Callable[[pa.Table], MapResult]] | None = None
     """Map kinds: the pure shard function (configured), built once on the driver when the stage
-    begins (its upstream complete), and shipped to every shard's task."""
+    begins (its upstream complete), and shipped to every shard's job."""
     phases: Callable[[StageRun], list[dict[str, Any]]] | None = None
-    """Global and sink kinds: run the phases, return the output tasks' stats for ``_stats.json``."""
+    """Global and sink kinds: run the phases, return the output jobs' stats for ``_stats.json``."""
     plan: Callable[[Recipe, PlanTasks], tuple[list[Any], str]] | None = None
     """Source kind: the shards of the recipe's sources, and the plan's hash (a stat walk, no reads);
     a large plan may list its inputs in tasks."""
