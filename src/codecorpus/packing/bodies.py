@@ -107,6 +107,11 @@ def pack_job(
 # --- shards below the split floor --------------------------------------------------------
 
 
+def merging_shard_name(first: int) -> str:
+    """Where shards merged into packed shard ``first`` are written before they replace it."""
+    return f"{schema.shard_name(first)}.merging"
+
+
 @dataclass(frozen=True)
 class ShardMerge:
     """Consecutive packed shards (by shard number) that become one emitted shard."""
@@ -121,7 +126,7 @@ class ShardMerge:
 
     @property
     def staging(self) -> str:
-        return schema.merging_shard_name(self.shards[0])
+        return merging_shard_name(self.shards[0])
 
     def task(self, set_name: str) -> str:
         return f"{set_name}-merge-{self.prefix}"

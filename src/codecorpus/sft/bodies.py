@@ -36,6 +36,7 @@ from codecorpus.pipeline.bodies import (
     write_marker,
 )
 from codecorpus.sft import ingest as sft_ingest
+from codecorpus.sft.columns import LOSS_TOKENS, NUM_SEGMENTS, SUMMARY_SOURCE
 from codecorpus.sft.config import SftIngestConfig
 from codecorpus.sft.pack import pack_examples
 from codecorpus.sft.template import choose_template
@@ -76,7 +77,7 @@ def pack_job(ctx: JobContext, out: OutputSet, shard: int, in_stage: str, tok_cfg
     dtype = megatron.token_dtype(load_tokenizer(tok_cfg).vocab_size)
     packed = pack_examples(table, out.seq_len, dtype)
     tokens_in = int(np.sum(table.column(schema.NUM_TOKENS).to_numpy())) if table.num_rows else 0
-    loss_in = int(np.sum(table.column(schema.LOSS_TOKENS).to_numpy())) if table.num_rows else 0
+    loss_in = int(np.sum(table.column(LOSS_TOKENS).to_numpy())) if table.num_rows else 0
     record = None
     if table.num_rows:
         prefix = ctx.run.set_shard_prefix(out.name, shard)
@@ -94,9 +95,9 @@ def pack_job(ctx: JobContext, out: OutputSet, shard: int, in_stage: str, tok_cfg
         "record": record.to_json() if record else None,
         "truncated_documents": 0,
         "documents_by_license": {},
-        "examples": int(table.column(schema.NUM_SEGMENTS).to_numpy().sum()) if table.num_rows else 0,
-        "split_traces": int((table.column(schema.NUM_SEGMENTS).to_numpy() > 1).sum()) if table.num_rows else 0,
-        "summary_sources": dict(Counter(table.column(schema.SUMMARY_SOURCE).to_pylist())),
+        "examples": int(table.column(NUM_SEGMENTS).to_numpy().sum()) if table.num_rows else 0,
+        "split_traces": int((table.column(NUM_SEGMENTS).to_numpy() > 1).sum()) if table.num_rows else 0,
+        "summary_sources": dict(Counter(table.column(SUMMARY_SOURCE).to_pylist())),
         "formats": dict(Counter(table.column(schema.TRACE_FORMAT).to_pylist())),
         "outcomes": dict(Counter(table.column(schema.TRACE_OUTCOME).to_pylist())),
     }
