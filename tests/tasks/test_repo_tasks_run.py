@@ -31,7 +31,7 @@ from codecorpus.reports.build import write_report
 from codecorpus.runtime.executor import Executor
 from codecorpus.storage.parquet import read_parquet
 from codecorpus.tasks import columns as C
-from codecorpus.tasks import spec as tspec
+from codecorpus.tasks import plan as tplan
 from codecorpus.tasks import swebench
 from conftest import run_outputs
 
@@ -225,13 +225,13 @@ def test_planning_in_tasks_gives_the_drivers_plan_and_bytes(repos, tmp_path, mon
     repository's drop too."""
     data = recipe(repos[0])
     data["stages"]["commits"] = {"commits_per_slice": 6, "first_parent": False}
-    monkeypatch.setattr(tspec, "BATCH_REPOSITORIES", 1)  # a task per repository: their results joined in order
+    monkeypatch.setattr(tplan, "BATCH_REPOSITORIES", 1)  # a task per repository: their results joined in order
     runs, said = {}, {}
     for inline in ("64", "0"):
         monkeypatch.setenv(PLAN_INLINE_ENV, inline)
         runs[inline] = tmp_path / f"inline-{inline}"
         caplog.clear()
-        with caplog.at_level(logging.INFO, logger="codecorpus.tasks.spec"):
+        with caplog.at_level(logging.INFO, logger="codecorpus.tasks.plan"):
             Executor(load_recipe_data(data), runs[inline], quiet=True).run_pipeline()
         said[inline] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("commits: planned")]
     assert said["64"] == [] and len(said["0"]) == 1
