@@ -86,6 +86,7 @@ STAGE_COLUMNS: dict[str, pa.DataType] = {
     LICENSE_METHOD: pa.string(),
     STARS: pa.int64(),
     LAST_COMMIT: pa.timestamp("s", tz="UTC"),
+    # langid's, the filters', dedup's and tokenize's
     PARSE_ERROR_FRAC: pa.float32(),
     DECONTAM_OVERLAP: pa.float32(),  # best benchmark overlap (0 when none)
     DUP_COUNT: pa.int32(),
