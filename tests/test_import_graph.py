@@ -2,8 +2,8 @@
 
 The layers, from the bottom (``LAYERS``): storage (atomic writes, Parquet, the S3 mirror);
 the floor (formats in ``schema.py``, config base, the stage contract: ``StageSpec``, ``Job``,
-the task bodies every kind shares, a user's stage); the parts (one folder per part: its
-stages, configs and task bodies); the assembly (the pipeline lists, the recipe composed from
+the job bodies every kind shares, a user's stage); the parts (one folder per part: its
+stages, configs and job bodies); the assembly (the pipeline lists, the recipe composed from
 them, preflight, the report); the runtime (Ray); the CLI. A module imports from its own
 layer or the ones below, never from one above.
 
@@ -112,7 +112,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("storage", ("codecorpus.storage",)),
     ("floor", ("codecorpus", "codecorpus.schema", "codecorpus.model", "codecorpus.recipe_file", "codecorpus.stage",
-               "codecorpus.pipeline", "codecorpus.pipeline.spec", "codecorpus.pipeline.tasks",
+               "codecorpus.pipeline", "codecorpus.pipeline.spec", "codecorpus.pipeline.bodies",
                "codecorpus.pipeline.config", "codecorpus.pipeline.user", "codecorpus.pipeline.datatrove")),
     ("parts", tuple(f"codecorpus.{part}" for part in (
         "ingest", "langid", "filters", "dedup", "mixing", "tokenize", "packing", "sft", "tasks", "envs", "manifests"))),
@@ -156,9 +156,9 @@ def test_the_layer_check_sees_a_part_importing_the_recipe():
 
 SPEC_MODULES = sorted(m for m, p in MODULES.items() if re.search(r"^[A-Z_]+ = StageSpec\(", p.read_text(), re.M))
 """The modules that declare a part's stages (``dedup/spec.py``, ``envs/stages.py`` ...)."""
-SPECS_LEFT = {"codecorpus.tasks.spec", "codecorpus.envs.stages"}
-"""Spec modules that still import their task bodies at the top level: tasks/ and envs/ are
-being rewritten on their own branches (issue 39, item 4, left for them)."""
+SPECS_LEFT = {"codecorpus.envs.stages"}
+"""Spec modules that still import their job bodies at the top level: envs/ is being rewritten
+on its own branch (issue 39, item 4, left for it)."""
 
 
 def top_level_imports(path: Path) -> set[str]:
@@ -169,7 +169,7 @@ def top_level_imports(path: Path) -> set[str]:
 
 def test_spec_modules_import_task_bodies_inside_functions():
     """A recipe's load imports every spec module (the stage registry is the pipeline lists): at
-    the top level a spec imports the floor, configs and other specs, never a stage's task body."""
+    the top level a spec imports the floor, configs and other specs, never a stage's job body."""
     floor = {m for m in MODULES if layer_of(m) <= layer_of("codecorpus.pipeline.spec")}
     bodies = {
         spec: sorted(d for d in top_level_imports(MODULES[spec])

@@ -1,8 +1,13 @@
-"""Formats defined once: the document row, the drop log, and every run-directory path.
+"""The formats two parts or more share, defined once: the document row and the columns stages
+add to it that another part reads, the drop log, every run-directory path (``RunPaths``), the
+token shard files (Megatron's ``.bin``/``.idx``, segment tables, loss masks), the manifest kinds,
+the trace row the SFT and tasks parts both write, and the environment layout.
 
-Everything that names a column, a file in a run directory or a shard file
-imports it from here (docs/ARCHITECTURE.md, "The run directory" and "The document row"),
-so a format changes in one place.
+A format only one part reads or writes is that part's, beside its code (``filters/columns.py``,
+``sft/columns.py``, ``tasks/columns.py``, ``langid/stage.py``'s ``lang_method`` ...), and
+``tests/test_schema_shared.py`` keeps it so. Everything else that names a column, a file in a
+run directory or a shard file imports it from here (docs/ARCHITECTURE.md, "The run directory"
+and "The document row"; docs/manifests.md), so a format changes in one place.
 """
 
 from __future__ import annotations
@@ -13,13 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
-
-# the Parquet write settings are storage's, named here too (the token shards' segment files)
-from codecorpus.storage.parquet import PARQUET_COMPRESSION as PARQUET_COMPRESSION
-from codecorpus.storage.parquet import PARQUET_COMPRESSION_LEVEL as PARQUET_COMPRESSION_LEVEL
-from codecorpus.storage.parquet import PARQUET_ROW_GROUP_ROWS as PARQUET_ROW_GROUP_ROWS
-
-FORMAT_VERSION = 1
 
 # --- document row (docs/ARCHITECTURE.md, "The document row") -------------------------
 
@@ -36,32 +34,14 @@ BYTES = "bytes"
 CONTENT_HASH = "content_hash"
 ENCODING = "encoding"
 
-# columns added by stages (typed, so analysts can query them)
-LANG_METHOD = "lang_method"
-MAX_LINE_LEN = "max_line_len"
-MEAN_LINE_LEN = "mean_line_len"
-ALNUM_FRAC = "alnum_frac"
-DUP_COUNT = "dup_count"
-TOKENS = "tokens"
-NUM_TOKENS = "num_tokens"
-
 UNKNOWN = "unknown"
-KINDS = ("code", "docs", "notebook", "data", "config")
-# values of LANG_METHOD: which rule of langid decided a row's language (Linguist's
-# strategy order via enry, then codecorpus's content model and magika on content alone,
-# then codecorpus's own table)
-LANG_METHODS = (
-    "modeline", "filename", "shebang", "extension", "content", "classifier", "magika", "content_model", "table",
-    "repo_extension_vote", UNKNOWN,
-)
+KINDS = ("code", "docs", "notebook", "data", "config")  # values of KIND
 
 # --- ingest provenance columns ----------------------------------------------
-# added by ingest after the DOC_SCHEMA columns; parse_error_frac is added by langid
+# added by ingest after the DOC_SCHEMA columns (``forks`` is ingest's own: ingest/repometa.py)
 LICENSE_METHOD = "license_method"
 STARS = "stars"
-FORKS = "forks"
 LAST_COMMIT = "last_commit"
-PARSE_ERROR_FRAC = "parse_error_frac"
 # values of LICENSE_METHOD: where a row's SPDX id came from
 LICENSE_METHODS = (
     "spdx_tag", "license_file", "readme", "package_metadata", "dataset_column", "recipe", UNKNOWN
@@ -90,55 +70,35 @@ DOC_SCHEMA = pa.schema(
     ]
 )
 
-# Typed columns that stages add. A stage appends its columns with these types so
-# every shard of a stage has the same schema whatever its contents.
+# --- columns stages add that another part reads -------------------------------------
+# A column only its own part reads is that part's (langid/stage.py's lang_method,
+# filters/columns.py's scores, sft/columns.py, tasks/columns.py).
+PARSE_ERROR_FRAC = "parse_error_frac"  # langid writes it, a filters rule reads it
+DECONTAM_OVERLAP = "decontam_overlap"  # the filters write it, the report reads it
+DUP_COUNT = "dup_count"
+DUP_CLUSTER = "dup_cluster"  # id of the cluster's keeper (a kept row's own id when it is unique)
+DUP_CLUSTER_SIZE = "dup_cluster_size"  # documents in the cluster (exact + near copies), 1 if unique
+TOKENS = "tokens"
+NUM_TOKENS = "num_tokens"
+
 STAGE_COLUMNS: dict[str, pa.DataType] = {
-    LANG_METHOD: pa.string(),
-    MAX_LINE_LEN: pa.int32(),
-    MEAN_LINE_LEN: pa.float32(),
-    ALNUM_FRAC: pa.float32(),
-    DUP_COUNT: pa.int32(),
-    TOKENS: pa.large_list(pa.uint32()),
-    NUM_TOKENS: pa.int64(),
-    # ingest provenance and langid's parse quality (nullable: unknown = null)
+    # ingest provenance (nullable: unknown = null)
     LICENSE_METHOD: pa.string(),
     STARS: pa.int64(),
-    FORKS: pa.int64(),
     LAST_COMMIT: pa.timestamp("s", tz="UTC"),
+    # langid's, the filters', dedup's and tokenize's
     PARSE_ERROR_FRAC: pa.float32(),
+    DECONTAM_OVERLAP: pa.float32(),  # best benchmark overlap (0 when none)
+    DUP_COUNT: pa.int32(),
+    DUP_CLUSTER: pa.string(),
+    DUP_CLUSTER_SIZE: pa.int32(),
+    TOKENS: pa.large_list(pa.uint32()),
+    NUM_TOKENS: pa.int64(),
 }
+"""Types of the document row's columns that stages add. A stage appends its columns with these
+types (``stage.with_column``) so every shard of a stage has the same schema whatever its
+contents; a part's own columns have their own table, passed to ``stage.with_column``."""
 
-# --- filters score columns ----------------------------------------------------
-# one typed column per heuristic score; null where a rule does not apply to a row
-# (comment_frac of a language without comment syntax, html_* of non-HTML rows ...)
-ALPHA_FRAC = "alpha_frac"
-NUM_LINES = "num_lines"
-COMMENT_FRAC = "comment_frac"
-ENCODED_DATA_FRAC = "encoded_data_frac"
-MAX_ENCODED_RUN = "max_encoded_run"
-AUTOGEN_SCORE = "autogen_score"
-XML_TEXT_FRAC = "xml_text_frac"
-HTML_VISIBLE_FRAC = "html_visible_frac"
-HTML_VISIBLE_CHARS = "html_visible_chars"
-DECONTAM_OVERLAP = "decontam_overlap"
-DECONTAM_MATCH = "decontam_match"
-REDACTED = "redacted"
-STAGE_COLUMNS.update(
-    {
-        ALPHA_FRAC: pa.float32(),
-        NUM_LINES: pa.int32(),
-        COMMENT_FRAC: pa.float32(),
-        ENCODED_DATA_FRAC: pa.float32(),
-        MAX_ENCODED_RUN: pa.int32(),
-        AUTOGEN_SCORE: pa.float32(),
-        XML_TEXT_FRAC: pa.float32(),
-        HTML_VISIBLE_FRAC: pa.float32(),
-        HTML_VISIBLE_CHARS: pa.int32(),
-        DECONTAM_OVERLAP: pa.float32(),  # best benchmark overlap (0 when none)
-        DECONTAM_MATCH: pa.string(),  # "benchmark:problem:part" of that overlap, null when none
-        REDACTED: pa.int32(),  # PII/secret spans replaced in the row's text
-    }
-)
 DECONTAMINATED = "decontaminated"
 """Drop reason of the filters stage's benchmark decontamination."""
 
@@ -231,11 +191,6 @@ def drops_from_rows(
 
 def shard_name(index: int) -> str:
     return f"part-{index:05d}"
-
-
-def merging_shard_name(first: int) -> str:
-    """Where shards merged into packed shard ``first`` are written before they replace it."""
-    return f"{shard_name(first)}.merging"
 
 
 @dataclass(frozen=True)
@@ -356,34 +311,6 @@ class RunPaths:
         return self.set_dir(set_name) / shard_name(shard)
 
 
-PLAN_UNITS_SUFFIX = ".units.jsonl.zst"
-"""A plan batch file: zstd JSON lines, one planned unit per line (``ingest/shardplan.py``)."""
-PLAN_SIZES_SUFFIX = ".sizes.i64"
-"""Beside it, per unit two little-endian int64: the bytes the shard cut counts, its document bytes."""
-PLAN_SIZES_DTYPE = "<i8"
-
-
-def plan_batch_file(plan_dir: Path | str, batch: str, suffix: str) -> Path:
-    """A batch's units or sizes file in a stage's plan folder (``RunPaths.plan_dir``)."""
-    return Path(plan_dir) / f"{batch}{suffix}"
-
-
-PLAN_WALK_SUFFIX = ".walk"
-"""A repository's listed history walk: ``git rev-list``'s own output, an object id and a newline per
-commit (fixed width, ``walk_line_bytes``, so a slice reads its commits at ``skip * width``;
-``tasks/commits.py``)."""
-
-
-def walk_line_bytes(oid: str) -> int:
-    """The width of a walk file's lines in a repository whose object ids are like ``oid``."""
-    return len(oid) + 1
-
-
-def plan_walk_file(plan_dir: Path | str, key: str) -> Path:
-    """The listed walk of one repository in the commits stage's plan folder (``RunPaths.plan_dir``)."""
-    return Path(plan_dir) / f"{key}{PLAN_WALK_SUFFIX}"
-
-
 TASKS_DIR = "tasks"
 """``RUN/tasks/``: the SWE-bench task files of a repository-tasks run."""
 TASK_FILES = {"train": "tasks.jsonl", "eval": "tasks-eval.jsonl"}
@@ -476,11 +403,6 @@ SET_MANIFEST_KIND = "codecorpus.set"
 RUN_MANIFEST_KIND = "codecorpus.run"
 RL_MANIFEST_KIND = "codecorpus.rl"
 
-# --- tokenizer files -----------------------------------------------------------------
-
-TOKENIZER_FILE = "tokenizer.json"
-"""File name of a trained tokenizer inside ``RunPaths.tokenizer_dir`` (HF tokenizers JSON)."""
-
 # --- SFT / agent-trace rows --------------------------------------------------
 # One canonical row per conversation or agent trajectory, whatever its input style.
 # The DROP_SCHEMA columns (id, source, repo, path, lang, bytes) are present so drops
@@ -500,11 +422,6 @@ TRACE_READER = "reader"
 TRACE_READERS = ("jsonl", "json")  # a record per line / the whole file is one JSON value
 TRACE_FORMATS = ("openai", "sharegpt", "swe-agent")
 EDIT_TRACE_FORMAT = "edit"  # an editing example made from a commit (tasks/edits.py)
-TRACE_ROLES = ("system", "user", "assistant", "tool")
-# outcome of a trace: resolved / unresolved when the source says so (an evaluation);
-# submitted when an agent submitted a patch nobody evaluated yet; incomplete when it
-# stopped early (cost, context or step limits, errors, a run cut off); else unknown
-TRACE_OUTCOMES = ("resolved", "unresolved", "submitted", "incomplete", UNKNOWN)
 
 TOOL_CALL_TYPE = pa.struct(
     [
@@ -547,28 +464,3 @@ TRACE_SCHEMA = pa.schema(
 """``tools`` is the JSON tool-schema list (null when the trace gives none); ``metadata``
 a JSON object of everything else the source carried (e.g. a SWE-agent final patch);
 ``content_hash`` the sha256 of the canonical messages and tools (exact dedup key)."""
-
-# columns added by the SFT stages
-REDACTIONS = "redactions"
-LOSS_MASK = "loss_mask"
-SEGMENT_LENGTHS = "segment_lengths"
-LOSS_TOKENS = "loss_tokens"
-NUM_SEGMENTS = "num_segments"
-SUMMARY_SOURCE = "summary_source"
-# where a split trace's continuation summaries came from (mixed: some its own, some extractive)
-SUMMARY_SOURCES = ("none", "trace", "extractive", "mixed")
-STAGE_COLUMNS.update(
-    {
-        REDACTIONS: pa.int32(),
-        LOSS_MASK: pa.large_list(pa.uint8()),
-        SEGMENT_LENGTHS: pa.list_(pa.int32()),
-        LOSS_TOKENS: pa.int64(),
-        NUM_SEGMENTS: pa.int32(),
-        SUMMARY_SOURCE: pa.string(),
-    }
-)
-
-# --- near-duplicate dedup columns --------------------------------------------
-DUP_CLUSTER = "dup_cluster"  # id of the cluster's keeper (a kept row's own id when it is unique)
-DUP_CLUSTER_SIZE = "dup_cluster_size"  # documents in the cluster (exact + near copies), 1 if unique
-STAGE_COLUMNS.update({DUP_CLUSTER: pa.string(), DUP_CLUSTER_SIZE: pa.int32()})

@@ -125,8 +125,8 @@ def test_resume_between_dedup_phases_redoes_only_the_missing_tasks(corpus, refer
     assert earlier
     result = run(corpus, out)
     by_stage = {s.name: s for s in result.stages}
-    assert by_stage["ingest"].ran_tasks == by_stage["filters"].ran_tasks == 0
-    assert by_stage["dedup"].ran_tasks == len(list(done.glob("part-*")))  # every apply task, again
+    assert by_stage["ingest"].ran_jobs == by_stage["filters"].ran_jobs == 0
+    assert by_stage["dedup"].ran_jobs == len(list(done.glob("part-*")))  # every apply task, again
     assert {p: p.stat().st_mtime_ns for p in earlier} == earlier  # completed phases were not recomputed
     assert len(list(done.glob("keep-*"))) == 3
     assert dedup_files(out) == dedup_files(reference)

@@ -237,7 +237,7 @@ def test_resume_skips_completed_shards_and_gives_identical_bytes(corpus, finishe
     paths.manifest.unlink()
     kept_mtime = paths.part("tokenize", 0).stat().st_mtime_ns
     result = run_recipe(data, run_dir)
-    ran = {s.name: (s.ran_tasks, s.skipped_tasks) for s in result.stages}
+    ran = {s.name: (s.ran_jobs, s.skipped_jobs) for s in result.stages}
     assert ran["ingest"][0] == ran["langid"][0] == ran["filters"][0] == ran["dedup"][0] == 0
     assert ran["tokenize"] == (n - n // 2, n // 2)
     assert paths.part("tokenize", 0).stat().st_mtime_ns == kept_mtime
@@ -252,7 +252,7 @@ def test_changed_setting_redoes_that_stage_and_later_only(corpus, tmp_path, ray_
     relaxed = {"max_line_len": 3000, "max_mean_line_len": 3000,
                "rules": {"encoded_data_frac": {"enabled": False}, "max_encoded_run": {"enabled": False}}}
     result = run_recipe(recipe_for(corpus, run_dir, filters=relaxed), run_dir)
-    ran = {s.name: s.ran_tasks for s in result.stages}
+    ran = {s.name: s.ran_jobs for s in result.stages}
     assert ran["ingest"] == ran["langid"] == 0
     assert all(ran[s] > 0 for s in ("filters", "dedup", "tokenize", "pack"))
     assert stats(run_dir, "filters")["dropped"] == {}

@@ -113,5 +113,5 @@ def test_same_recipe_gives_the_same_bytes_and_a_rerun_resumes(sft_run, tmp_path)
         a = (sft_run / "shards" / "sft" / name).read_bytes()
         assert a == (tmp_path / "again" / "shards" / "sft" / name).read_bytes(), name
     resumed = run(tmp_path / "again")
-    assert all(st.ran_tasks == 0 for st in resumed.stages)
-    assert again.stages[-1].ran_tasks == 1
+    assert all(st.ran_jobs == 0 for st in resumed.stages)
+    assert again.stages[-1].ran_jobs == 1

@@ -165,15 +165,15 @@ def test_tox_notes_reach_the_env_discover_rows(tmp_path):
     from codecorpus import schema
     from codecorpus.envs import stages
     from codecorpus.envs.config import EnvDiscoverConfig
-    from codecorpus.pipeline import tasks
+    from codecorpus.pipeline import bodies
 
     git_repo(tmp_path / "repo", {"tox.ini": UNRESOLVED_TOX_INI,
                                  "tests/test_a.py": "def test_a():\n    pass\n"})
     run = schema.RunPaths(tmp_path / "run")
     ref = stages.RepoRef("src", "repo", str(tmp_path / "repo"), "git")
-    ctx = tasks.TaskContext(run, "env_discover", "h")
-    stages.discover_task(ctx, 0, ref, EnvDiscoverConfig())
-    (row,) = tasks.read_parquet(run.part("env_discover", 0)).to_pylist()
+    ctx = bodies.JobContext(run, "env_discover", "h")
+    stages.discover_job(ctx, 0, ref, EnvDiscoverConfig())
+    (row,) = bodies.read_parquet(run.part("env_discover", 0)).to_pylist()
     (note,) = stages.discovery_of(row).notes
     assert note.startswith("tox.ini: left out (unresolved substitution)") and "{tty:--pdb:}" in note
 

@@ -8,6 +8,7 @@ from codecorpus import schema
 from codecorpus.config import FiltersConfig
 from codecorpus.filters import basic
 from codecorpus.filters import stage as filters
+from codecorpus.filters.columns import ALNUM_FRAC, MAX_LINE_LEN, MEAN_LINE_LEN, STAGE_COLUMNS
 
 
 def _docs(*texts: str, lang: str = "Python") -> pa.Table:
@@ -106,11 +107,11 @@ def test_scores_are_annotated_with_their_types_on_kept_rows() -> None:
     result = filters.run(_docs("ab\ncdef\n", "héllo wörld"), FiltersConfig())
     out = result.table
     for name in basic.RULES:
-        assert out.schema.field(name).type == schema.STAGE_COLUMNS[name]
-    assert out.column(schema.MAX_LINE_LEN).to_pylist() == [4, 11]
+        assert out.schema.field(name).type == STAGE_COLUMNS[name]
+    assert out.column(MAX_LINE_LEN).to_pylist() == [4, 11]
     # "ab\ncdef\n" splits into ["ab", "cdef", ""]: 6 characters over 3 lines
-    assert out.column(schema.MEAN_LINE_LEN).to_pylist() == [2.0, 11.0]
-    alnum = out.column(schema.ALNUM_FRAC).to_pylist()
+    assert out.column(MEAN_LINE_LEN).to_pylist() == [2.0, 11.0]
+    alnum = out.column(ALNUM_FRAC).to_pylist()
     assert alnum[0] == pytest.approx(6 / 8)
     assert alnum[1] == pytest.approx(10 / 11)  # é and ö count as letters, lengths in characters
 
@@ -157,7 +158,7 @@ def test_drop_rows_carry_the_document_and_the_accounting_adds_up() -> None:
 def test_empty_table() -> None:
     result = filters.run(_docs(), FiltersConfig())
     assert result.table.num_rows == 0 and result.dropped.num_rows == 0
-    assert schema.ALNUM_FRAC in result.table.column_names
+    assert ALNUM_FRAC in result.table.column_names
 
 
 def test_basic_doctests() -> None:

@@ -14,7 +14,7 @@ from codecorpus import schema
 from codecorpus.config import BenchmarkFile, DecontamConfig, FiltersConfig
 from codecorpus.filters import decontam
 from codecorpus.filters import stage as filters
-from codecorpus.pipeline import tasks
+from codecorpus.pipeline import bodies
 
 HUMANEVAL = {e.label: e for e in decontam.humaneval_entries()}
 CLEAN = "def add(a, b):\n    return a + b\n\n\nclass Stack:\n    def __init__(self):\n        self.items = []\n"
@@ -114,10 +114,10 @@ def test_shard_task_accounting_breaks_drops_down_by_rule_and_language(tmp_path) 
         {"text": "owner = 'jane.doe@acme-corp.io'\n"},
     )
     run = schema.RunPaths(tmp_path)
-    tasks.write_parquet(run.part("langid", 0), table)
-    ctx = tasks.TaskContext(run, "filters", "h")
+    bodies.write_parquet(run.part("langid", 0), table)
+    ctx = bodies.JobContext(run, "filters", "h")
     fn = functools.partial(filters.run, cfg=FiltersConfig(), index=decontam.build_index(DecontamConfig()))
-    stats = tasks.map_task(ctx, 0, "langid", fn)
+    stats = bodies.map_job(ctx, 0, "langid", fn)
     assert (stats["rows_in"], stats["rows_out"]) == (5, 2)
     assert stats["dropped"] == {"decontaminated": 1, "max_line_len": 1, "alpha_frac": 1}
     assert stats["dropped_by_lang"] == {

@@ -13,6 +13,19 @@ from codecorpus import schema
 from codecorpus.config import FiltersConfig, RecipeError, RuleConfig, load_recipe_data
 from codecorpus.filters import rules
 from codecorpus.filters import stage as filters
+from codecorpus.filters.columns import (
+    ALNUM_FRAC,
+    ALPHA_FRAC,
+    AUTOGEN_SCORE,
+    COLUMN_TYPES,
+    COMMENT_FRAC,
+    ENCODED_DATA_FRAC,
+    HTML_VISIBLE_FRAC,
+    MAX_ENCODED_RUN,
+    MAX_LINE_LEN,
+    NUM_LINES,
+    REDACTED,
+)
 
 PLAIN = FiltersConfig(decontam=None, redact=None)
 
@@ -52,7 +65,7 @@ def test_comment_frac_of_c_like_code_and_docstrings() -> None:
         {"text": '"""doc"""\nx = 1\n', "lang": "Python"},
         {"text": "# Title\n", "lang": "Markdown", "kind": "docs", "path": "a.md"},
     ))
-    fracs = table.column(schema.COMMENT_FRAC).to_pylist()
+    fracs = table.column(COMMENT_FRAC).to_pylist()
     assert fracs[0] == pytest.approx(12 / 30) and fracs[1] == pytest.approx(9 / 16)
     assert fracs[2] == 0.0  # Markdown: HTML comments only
 
@@ -89,7 +102,7 @@ def test_encoded_data_frac_both_sides() -> None:
     result = filters.run(doc_table({"text": some}, {"text": mostly}), PLAIN)
     assert outcome(result) == (["doc0"], ["encoded_data_frac"])
     assert result.dropped.column(schema.THRESHOLD).to_pylist() == [0.5]
-    assert 0 < result.table.column(schema.ENCODED_DATA_FRAC)[0].as_py() < 0.5
+    assert 0 < result.table.column(ENCODED_DATA_FRAC)[0].as_py() < 0.5
 
 
 def test_max_encoded_run_drops_one_long_blob_in_a_big_file() -> None:
@@ -172,11 +185,11 @@ def test_annotate_mode_scores_everything_and_drops_nothing() -> None:
     docs = [{"text": "value = 1\n"}, {"text": "{" * 2000}, {"text": "a111"}]
     result = filters.run(doc_table(*docs), PLAIN.model_copy(update={"mode": "annotate"}))
     assert result.dropped.num_rows == 0 and result.table.num_rows == 3
-    for name in (schema.ALPHA_FRAC, schema.NUM_LINES, schema.COMMENT_FRAC, schema.AUTOGEN_SCORE,
-                 schema.ENCODED_DATA_FRAC, schema.HTML_VISIBLE_FRAC, schema.DECONTAM_OVERLAP, schema.REDACTED):
-        assert result.table.schema.field(name).type == schema.STAGE_COLUMNS[name], name
-    assert result.table.column(schema.MAX_LINE_LEN).to_pylist()[1] == 2000
-    assert result.table.column(schema.HTML_VISIBLE_FRAC).null_count == 3  # not HTML
+    for name in (ALPHA_FRAC, NUM_LINES, COMMENT_FRAC, AUTOGEN_SCORE,
+                 ENCODED_DATA_FRAC, HTML_VISIBLE_FRAC, schema.DECONTAM_OVERLAP, REDACTED):
+        assert result.table.schema.field(name).type == COLUMN_TYPES[name], name
+    assert result.table.column(MAX_LINE_LEN).to_pylist()[1] == 2000
+    assert result.table.column(HTML_VISIBLE_FRAC).null_count == 3  # not HTML
 
 
 def test_filter_mode_skips_scores_no_live_rule_reads() -> None:
@@ -184,10 +197,10 @@ def test_filter_mode_skips_scores_no_live_rule_reads() -> None:
     docs = [{"text": "value = 1\n"}, {"text": "x = '" + "QUJD" * 400 + "'\n"}]
     result = filters.run(doc_table(*docs), PLAIN.model_copy(update={"rules": off}))
     names = result.table.column_names
-    assert schema.ENCODED_DATA_FRAC not in names and schema.MAX_ENCODED_RUN not in names
-    assert schema.COMMENT_FRAC not in names  # comment_frac_min is off by default too
-    assert schema.AUTOGEN_SCORE in names and schema.ALNUM_FRAC in names
-    assert rules.live_columns(PLAIN) >= {schema.ENCODED_DATA_FRAC, schema.COMMENT_FRAC}
+    assert ENCODED_DATA_FRAC not in names and MAX_ENCODED_RUN not in names
+    assert COMMENT_FRAC not in names  # comment_frac_min is off by default too
+    assert AUTOGEN_SCORE in names and ALNUM_FRAC in names
+    assert rules.live_columns(PLAIN) >= {ENCODED_DATA_FRAC, COMMENT_FRAC}
 
 
 def test_recipe_rejects_unknown_rules_and_kinds() -> None:

@@ -12,6 +12,7 @@ from codecorpus import schema
 from codecorpus.config import FiltersConfig, RedactConfig
 from codecorpus.filters import redact
 from codecorpus.filters import stage as filters
+from codecorpus.filters.columns import REDACTED
 
 RNG = random.Random(4)
 
@@ -114,7 +115,7 @@ def test_stage_updates_text_bytes_hash_and_counts_per_kind() -> None:
     assert secret not in out[0][schema.TEXT] and "<EMAIL>" in out[0][schema.TEXT]
     assert out[0][schema.BYTES] == len(out[0][schema.TEXT].encode())
     assert out[0][schema.CONTENT_HASH] == schema.content_hash(out[0][schema.TEXT].encode())
-    assert [r[schema.REDACTED] for r in out] == [2, 0]
+    assert [r[REDACTED] for r in out] == [2, 0]
     assert out[1][schema.TEXT] == docs[1]["text"]
     assert result.counters == {"redact.github_token": 1, "redact.email": 1, "redact.docs": 1}
     assert result.dropped.num_rows == 0

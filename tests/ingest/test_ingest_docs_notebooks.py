@@ -12,6 +12,7 @@ from codecorpus import schema
 from codecorpus.config import DocsSource, IngestConfig, LocalSource
 from codecorpus.ingest.plan import plan_shards
 from codecorpus.ingest.read import read_shard
+from codecorpus.ingest.repometa import FORKS
 
 HTML = """<html><head><title>x</title><script>var tracking = 1;</script></head><body>
 <nav>Home | About</nav><h1>Install</h1><p>Run <code>pip install x</code> first.</p>
@@ -132,7 +133,7 @@ def test_license_detection_and_metadata_side_file(tmp_path: Path):
     table = pa.concat_tables([read_shard(s).table for s in plan_shards([src], IngestConfig())])
     mains = [r for r in table.to_pylist() if r["path"] == "main.py"]
     got = {r["repo"]: (r["license"], r[schema.LICENSE_METHOD]) for r in mains}
-    stars = {r["repo"]: (r[schema.STARS], r[schema.FORKS], r[schema.LAST_COMMIT]) for r in mains}
+    stars = {r["repo"]: (r[schema.STARS], r[FORKS], r[schema.LAST_COMMIT]) for r in mains}
     assert stars["mit"][:2] == (12, 3) and stars["mit"][2].isoformat() == "2024-05-01T10:00:00+00:00"
     assert stars["gpl2"] == (None, None, None)
     assert table.schema.field(schema.LAST_COMMIT).type == pa.timestamp("s", tz="UTC")

@@ -9,6 +9,7 @@ from codecorpus import schema
 from codecorpus.config import IngestConfig, LocalSource, PythonEnvSource, RecipeError
 from codecorpus.ingest.plan import cut_into_shards, plan_shards
 from codecorpus.ingest.read import read_shard
+from codecorpus.ingest.repometa import FORKS
 from conftest import MAIN_PY, write_repos
 
 
@@ -30,7 +31,7 @@ def test_local_repos_rows_and_drop_reasons(tmp_path):
     assert rows + sum(drops.values()) + sum(skipped.values()) == len(refs)
     table = results[0].table
     assert table.select(schema.DOC_SCHEMA.names).schema == schema.DOC_SCHEMA
-    extra = {schema.LICENSE_METHOD, schema.STARS, schema.FORKS, schema.LAST_COMMIT}
+    extra = {schema.LICENSE_METHOD, schema.STARS, FORKS, schema.LAST_COMMIT}
     assert set(table.column_names) - set(schema.DOC_SCHEMA.names) == extra
     by_path = {(r, p): t for r, p, t in zip(table["repo"].to_pylist(), table["path"].to_pylist(), table["text"].to_pylist(), strict=True)}
     assert by_path[("repo-a", "main.py")] == MAIN_PY

@@ -15,7 +15,7 @@ from codecorpus import schema
 from codecorpus.config import RecipeError, load_recipe_data, recipe_to_yaml
 from codecorpus.ingest.plan import document_bytes, plan_shards
 from codecorpus.ingest.read import read_shard
-from codecorpus.pipeline import tasks
+from codecorpus.pipeline import bodies
 from conftest import write_repos
 
 
@@ -67,9 +67,9 @@ def test_ingest_task_counts_expanded_units(tmp_path: Path):
     shards = plan_shards(recipe.sources, recipe.stages.ingest)
     assert len(shards) == 1 and len(shards[0]) == 13 + 1 + 1
     run = schema.RunPaths(tmp_path / "run")
-    ctx = tasks.TaskContext(run, "ingest", "h")
+    ctx = bodies.JobContext(run, "ingest", "h")
     read = functools.partial(read_shard, shards[0], recipe.stages.ingest)
-    stats = tasks.ingest_task(ctx, 0, read, document_bytes(shards[0]), 15)
+    stats = bodies.ingest_job(ctx, 0, read, document_bytes(shards[0]), 15)
     assert stats["rows_in"] == 12 + 3 + 2 and stats["skipped_entries"] == {"skipped_dir": 1}  # .git is no document
     assert stats["rows_in"] == stats["rows_out"] + sum(stats["dropped"].values())
     assert stats["bytes_in"] + stats["bytes_changed"] == stats["bytes_out"] + stats["bytes_dropped"]

@@ -25,6 +25,7 @@ from codecorpus import schema
 from codecorpus.config import IngestConfig, RecipeError, config_hash, load_recipe_data
 from codecorpus.ingest import plan, shardplan
 from codecorpus.ingest.refs import FileRef, S3Conn
+from codecorpus.ingest.shardplan import PLAN_SIZES_SUFFIX, PLAN_UNITS_SUFFIX, plan_batch_file
 from codecorpus.pipeline.spec import PLAN_INLINE_ENV
 from codecorpus.runtime.executor import Executor
 from codecorpus.storage import mirror
@@ -199,7 +200,7 @@ def test_pipeline_writes_the_same_bytes_with_planning_in_tasks(tmp_path: Path, r
     assert stats[0] == stats[1]
     # a rerun resumes: every ingest task's marker holds the plan's hash
     again = Executor(load_recipe_data(recipe), tmp_path / "tasks", quiet=True).run_pipeline(until="ingest")
-    assert again.stages[0].ran_tasks == 0 and again.stages[0].skipped_tasks == stats[1]["shards"]
+    assert again.stages[0].ran_jobs == 0 and again.stages[0].skipped_jobs == stats[1]["shards"]
 
 
 def test_a_file_line_is_json_dumps_text():
@@ -248,7 +249,7 @@ def test_plan_files_go_through_an_s3_run_store(corpus: Path, tmp_path: Path, s3_
         new = shardplan.plan_ingest(_sources(corpus), cfg, tasks, inline_listings=0, batch_repositories=3)
         keys = [o["Key"] for o in s3_client(s3_server).list_objects_v2(Bucket="plan-runs")["Contents"]]
         assert sorted(keys) == sorted(f"r1/_plan/ingest/{b}{suffix}" for b in new.batches
-                                      for suffix in (schema.PLAN_UNITS_SUFFIX, schema.PLAN_SIZES_SUFFIX))
+                                      for suffix in (PLAN_UNITS_SUFFIX, PLAN_SIZES_SUFFIX))
         shutil.rmtree(Path(store.local_root))  # another node: nothing in its mirror
         plan_dir = tasks.run.plan_dir("ingest")
         assert [shardplan.load_units(s.pieces, plan_dir) for s in new.shards] == plan.plan_shards(_sources(corpus), cfg)
@@ -304,7 +305,7 @@ def test_the_batch_reader_reads_forward_and_rereads_a_range_behind_it(
     )
     plan_dir = tasks.run.plan_dir("ingest")
     file = new.batches[0]
-    with open(schema.plan_batch_file(plan_dir, file, schema.PLAN_UNITS_SUFFIX), "rb") as f:
+    with open(plan_batch_file(plan_dir, file, PLAN_UNITS_SUFFIX), "rb") as f:
         every = zstandard.ZstdDecompressor().stream_reader(f).read().decode("ascii").splitlines()
     assert len(every) > 6
     opened: list[str] = []

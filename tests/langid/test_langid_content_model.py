@@ -12,6 +12,7 @@ from codecorpus.config import LangidConfig
 from codecorpus.langid import content_model
 from codecorpus.langid import detect as detector
 from codecorpus.langid import stage as langid
+from codecorpus.langid.stage import LANG_METHODS
 
 # Small files as their projects write them (lightly cut), which Linguist's chain cannot name
 # without a file name.
@@ -133,7 +134,7 @@ def test_the_stage_records_the_model_and_can_turn_it_off() -> None:
     assert langid.detect("bug-35448/fA.m", OCTAVE_FA, LangidConfig()) == ("MATLAB", "code", "content_model")
     off = langid.detect("bug-35448/fA.m", OCTAVE_FA, LangidConfig(content_model=False))
     assert off == ("M", "code", "classifier")
-    assert "content_model" in schema.LANG_METHODS
+    assert "content_model" in LANG_METHODS
 
 
 def test_an_unlisted_extension_gets_no_programming_language_from_the_model() -> None:

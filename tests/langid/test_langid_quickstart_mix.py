@@ -14,6 +14,7 @@ import pytest
 from codecorpus import schema
 from codecorpus.config import load_recipe_data
 from codecorpus.langid import vote
+from codecorpus.langid.stage import LANG_METHOD
 
 WRONG = {"Haskell", "Forth"}
 """Languages a person would call wrong anywhere in these two repositories."""
@@ -31,7 +32,7 @@ def tagged(tmp_path_factory, ray_local) -> pa.Table:
     Executor(load_recipe_data(recipe), run_dir, quiet=True).run_pipeline(until="langid")
     parts = sorted((run_dir / "langid").glob("part-*.parquet"))
     tables = [
-        pq.read_table(p, columns=[schema.REPO, schema.PATH, schema.LANG, schema.LANG_METHOD])
+        pq.read_table(p, columns=[schema.REPO, schema.PATH, schema.LANG, LANG_METHOD])
         .append_column("shard", pa.array([i] * pq.read_metadata(p).num_rows, pa.int32()))
         for i, p in enumerate(parts)
     ]
@@ -54,7 +55,7 @@ def test_numpy_fortran_sources_are_fortran(tagged: pa.Table) -> None:
     assert len(rows) >= 10
     assert {r[schema.LANG] for r in rows} == {"Fortran"}
     # Linguist's heuristics decide most; the vote the ones its classifier would call Forth
-    assert {r[schema.LANG_METHOD] for r in rows} <= {"content", vote.VOTE_METHOD}
+    assert {r[LANG_METHOD] for r in rows} <= {"content", vote.VOTE_METHOD}
 
 
 def test_dectest_is_data_not_code(tagged: pa.Table) -> None:

@@ -7,6 +7,7 @@ from codecorpus import schema
 from codecorpus.config import LangidConfig
 from codecorpus.langid import languages
 from codecorpus.langid import stage as langid
+from codecorpus.langid.stage import LANG_METHOD, LANG_METHODS
 
 
 def _docs(*rows: tuple[str, str], kind: str = "code") -> pa.Table:
@@ -210,7 +211,7 @@ def test_stage_annotates_every_row_and_drops_none() -> None:
         schema.UNKNOWN,
         "Markdown",
     ]
-    assert out.column(schema.LANG_METHOD).to_pylist() == [
+    assert out.column(LANG_METHOD).to_pylist() == [
         "filename",
         "extension",
         "shebang",
@@ -219,15 +220,15 @@ def test_stage_annotates_every_row_and_drops_none() -> None:
         "extension",
     ]
     assert out.column(schema.KIND).to_pylist() == ["code", "code", "code", "code", "code", "docs"]
-    assert out.schema.field(schema.LANG_METHOD).type == schema.STAGE_COLUMNS[schema.LANG_METHOD]
+    assert out.schema.field(LANG_METHOD).type == langid.STAGE_COLUMNS[LANG_METHOD]
     assert out.schema.field(schema.LANG) == schema.DOC_SCHEMA.field(schema.LANG)
-    assert set(out.column(schema.LANG_METHOD).to_pylist()) <= set(schema.LANG_METHODS)
+    assert set(out.column(LANG_METHOD).to_pylist()) <= set(LANG_METHODS)
 
 
 def test_stage_on_an_empty_table() -> None:
     out = langid.run(_docs(), LangidConfig()).table
     assert out.num_rows == 0
-    assert schema.LANG_METHOD in out.column_names
+    assert LANG_METHOD in out.column_names
 
 
 def test_rerun_replaces_lang_method_instead_of_adding_it() -> None:

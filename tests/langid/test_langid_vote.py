@@ -13,6 +13,7 @@ from codecorpus.config import LangidConfig, load_recipe_data
 from codecorpus.langid import detect as detector
 from codecorpus.langid import stage as langid
 from codecorpus.langid import vote
+from codecorpus.langid.stage import LANG_METHOD
 
 FIXED_FORM = "c     fixed-form Fortran {i}\n      subroutine s{i}(a)\n      real a\n      a = a + {i}\n      end\n"
 """Matches Linguist's ``fortran`` named pattern (``^c``, six spaces then ``subroutine``)."""
@@ -43,7 +44,7 @@ def _fortran_repo(repo: str, fixed: int) -> list[tuple[str, str, str]]:
 
 
 def _tags(out: pa.Table) -> list[tuple[str, str, str]]:
-    cols = out.select([schema.PATH, schema.LANG, schema.LANG_METHOD]).to_pydict().values()
+    cols = out.select([schema.PATH, schema.LANG, LANG_METHOD]).to_pydict().values()
     return list(zip(*cols, strict=True))
 
 
@@ -69,7 +70,7 @@ def test_vote_is_per_repository() -> None:
     assert out.column(schema.LANG).to_pylist()[4] == "Fortran"
     # alone in its repository, the file keeps Linguist's answer: no group, no vote
     assert by_repo["forth-lib"] == "Forth"
-    assert out.column(schema.LANG_METHOD).to_pylist()[-1] == "classifier"
+    assert out.column(LANG_METHOD).to_pylist()[-1] == "classifier"
 
 
 def test_below_the_floor_the_group_is_unknown() -> None:

@@ -8,10 +8,10 @@ import pytest
 from codecorpus import schema
 from codecorpus.manifests import manifest as mf
 from codecorpus.manifests import megatron
-from codecorpus.packing import task as packtask
+from codecorpus.packing import bodies as pack_bodies
 from codecorpus.packing.pack import pack_documents
 from codecorpus.packing.shards import merge_groups
-from codecorpus.pipeline.tasks import TaskContext
+from codecorpus.pipeline.bodies import JobContext
 
 SEQ_LEN = 32
 
@@ -106,14 +106,14 @@ def test_merge_then_finish_twice_after_a_crash_mid_rename(tmp_path):
         stats.append({"set": {"record": write_shard(set_dir / schema.shard_name(k), p, None).to_json()}})
     counts = [s["set"]["record"]["sequences"] for s in stats]
     assert counts[0] >= 501 > counts[1] + counts[2]
-    kept, merges = packtask.plan_merges(stats)
+    kept, merges = pack_bodies.plan_merges(stats)
     assert kept == [] and [m.shards for m in merges] == [(0, 1, 2)]  # the small tail joins shard 0
-    ctx = TaskContext(run, "pack", "h")
-    result = packtask.merge_task(ctx, "s", SEQ_LEN, merges[0])
+    ctx = JobContext(run, "pack", "h")
+    result = pack_bodies.merge_job(ctx, "s", SEQ_LEN, merges[0])
     staged_bin = megatron.shard_file(set_dir / "part-00000.merging", "bin")
     staged_bin.replace(megatron.shard_file(set_dir / "part-00000", "bin"))  # the crash: one rename done
-    emitted = packtask.finish_merges(run, "s", kept, merges, [result])
-    again = packtask.finish_merges(run, "s", kept, merges, [result])
+    emitted = pack_bodies.finish_merges(run, "s", kept, merges, [result])
+    again = pack_bodies.finish_merges(run, "s", kept, merges, [result])
     assert emitted.records == again.records
     assert [r.prefix for r in emitted.records] == ["part-00000"]
     assert emitted.merged == {"part-00000": dict(zip(["part-00000", "part-00001", "part-00002"], counts, strict=True))}

@@ -69,7 +69,7 @@ def test_a_spec_names_what_its_kind_needs():
 def test_a_job_names_the_files_it_reads():
     assert Job("t", len, reads=("a.parquet",)).describe_reads() == "a.parquet"
     assert Job("t", len, reads=("a", "b", "c")).describe_reads() == "3 files, a ... c"
-    assert Job("t", len).describe_reads() == "see the task arguments"
+    assert Job("t", len).describe_reads() == "see the job arguments"
 
 
 # --- a map stage added as one spec -----------------------------------------------------------
@@ -112,4 +112,4 @@ def test_a_new_map_stage_is_one_spec_in_a_pipeline_list(tmp_path, ray_local, mon
     assert stats["dropped"].get("too_small", 0) > 0
     assert stats["rows_in"] == stats["rows_out"] + sum(stats["dropped"].values())
     again = Executor(recipe, run, quiet=True).run_pipeline()
-    assert all(s.ran_tasks == 0 for s in again.stages)
+    assert all(s.ran_jobs == 0 for s in again.stages)

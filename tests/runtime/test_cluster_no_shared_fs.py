@@ -11,7 +11,7 @@ SFT render stage and packed by the SFT pack body, the task files, the run manife
 and read everything from the bucket.
 
 The environment stages run their repositories' tests in the sandbox, which a cluster run
-and its local reference would do twice over; their task bodies are called here on three
+and its local reference would do twice over; their job bodies are called here on three
 mirrors in turn (three nodes' worth, no Ray), each node's disk gone before the next starts.
 """
 
@@ -34,7 +34,7 @@ from codecorpus import schema
 from codecorpus.config import Recipe, load_recipe_data
 from codecorpus.envs import sandbox as sb
 from codecorpus.envs import stages as envs
-from codecorpus.pipeline import tasks
+from codecorpus.pipeline import bodies
 from codecorpus.pipeline.spec import PLAN_INLINE_ENV
 from codecorpus.reports.build import write_report
 from codecorpus.runtime.executor import Executor, RunResult, init_ray
@@ -343,20 +343,20 @@ def test_envs_stages_share_only_the_bucket(bucket, s3_server, tmp_path, monkeypa
     driver = schema.RunPaths(Path(store.activate(url).local_root))
     mirror = store.mirror_root(url).name
 
-    def on(node: str, stage: str) -> tasks.TaskContext:
+    def on(node: str, stage: str) -> bodies.JobContext:
         """A task's context as Ray hands it to a worker on ``node``, whose mirror is its own."""
         monkeypatch.setenv(store.CACHE_ENV, str(tmp_path / f"cache-{node}"))
         store._active.cache_clear()
-        return pickle.loads(pickle.dumps(tasks.TaskContext(driver, stage, "hash")))
+        return pickle.loads(pickle.dumps(bodies.JobContext(driver, stage, "hash")))
 
     try:
         (ref,), _ = envs.plan_repositories(recipe)
-        envs.discover_task(on("a", "env_discover"), 0, ref, recipe.stages.env_discover)
+        envs.discover_job(on("a", "env_discover"), 0, ref, recipe.stages.env_discover)
         shutil.rmtree(tmp_path / "cache-a")  # node a's disk is no other node's
         verify = functools.partial(
             envs.verify_table, cfg=recipe.stages.env_verify, root=str(driver.root)
         )
-        assert tasks.map_task(on("b", "env_verify"), 0, "env_discover", verify)["rows_out"] == 1
+        assert bodies.map_job(on("b", "env_verify"), 0, "env_discover", verify)["rows_out"] == 1
         snapshot = tmp_path / "cache-b" / mirror / "env_discover" / "repos" / "calc"
         assert schema.snapshot_bundle(snapshot).is_file()  # node b cloned it from the bucket
         shutil.rmtree(tmp_path / "cache-b")

@@ -18,7 +18,7 @@ import pytest
 from codecorpus import schema
 from codecorpus.config import FiltersConfig, load_recipe_data
 from codecorpus.filters import stage as filters_stage
-from codecorpus.pipeline.tasks import InvariantError, aggregate_stats, result_stats
+from codecorpus.pipeline.bodies import InvariantError, aggregate_stats, result_stats
 from codecorpus.runtime.executor import Executor
 from codecorpus.stage import MapResult
 from conftest import MAIN_PY, write_repos

@@ -136,7 +136,7 @@ def test_buckets_grow_with_tokens_and_documents_stay_the_same(long_run, tmp_path
     (each task's memory stays bounded); the repository documents do not change."""
     import shutil
 
-    from codecorpus.packing.longtask import bucket_count
+    from codecorpus.packing.long_bodies import bucket_count
 
     copy = tmp_path / "run"
     shutil.copytree(long_run, copy)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from codecorpus import schema
 from codecorpus.config import load_recipe_data
-from codecorpus.pipeline import tasks
+from codecorpus.pipeline import bodies
 from codecorpus.pipeline.spec import Job
 from codecorpus.runtime.executor import Executor
 from codecorpus.runtime.scheduler import PlanTasks
@@ -33,7 +33,7 @@ def _executor(tmp_path: Path, max_tasks: int | None) -> Executor:
 def test_one_task_at_a_time_when_capped_and_side_by_side_when_not(tmp_path, ray_local):
     for cap, side_by_side in ((1, False), (None, True)):
         ex = _executor(tmp_path / str(cap), cap)
-        ctx = tasks.TaskContext(schema.RunPaths(tmp_path / str(cap) / "run"), "probe", "h")
+        ctx = bodies.JobContext(schema.RunPaths(tmp_path / str(cap) / "run"), "probe", "h")
         jobs = [Job(f"part-{i:05d}", _task, (0.4,)) for i in range(4)]
         _, _, results = ex.run_jobs("probe", jobs, ctx)
         assert (_overlaps([(r["start"], r["end"]) for r in results]) > 0) is side_by_side, (cap, results)

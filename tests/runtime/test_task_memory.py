@@ -16,12 +16,12 @@ linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="re
 
 @linux_only
 def test_a_task_peak_is_its_own_not_the_process_lifetime_peak():
-    before = memory.start_task()
+    before = memory.start_job()
     big = np.ones(200 * 2**20 // 8)  # 200 MiB, touched
-    first = memory.end_task(before)
+    first = memory.end_job(before)
     del big
     memory.release()
-    second = memory.end_task(memory.start_task())  # a small task after the big one
+    second = memory.end_job(memory.start_job())  # a small task after the big one
     assert first["peak_rss"] - first["rss_before"] >= 190 * 2**20
     assert second["peak_rss"] - second["rss_before"] < 50 * 2**20
     assert second["peak_rss"] < first["peak_rss"]

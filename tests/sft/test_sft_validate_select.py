@@ -17,6 +17,7 @@ from codecorpus.config import (
     SftValidateConfig,
 )
 from codecorpus.sft import dedup, select, validate
+from codecorpus.sft.columns import REDACTIONS
 from codecorpus.sft.normalize import message, trace_content_hash
 
 TOOLS = json.dumps([{"type": "function", "function": {"name": "bash"}}])
@@ -102,7 +103,7 @@ def test_selection_reasons_decontamination_and_redaction(tmp_path):
     assert drops[-1]["detail"] == "mine:p7:question" and drops[-1]["score"] == 1.0
     kept = result.table.column(schema.TRACE_MESSAGES).to_pylist()[0]
     assert kept[0]["content"] == "mail me at <EMAIL>, key <KEY>"
-    assert result.table.column(schema.REDACTIONS).to_pylist() == [2]
+    assert result.table.column(REDACTIONS).to_pylist() == [2]
     assert result.counters == {"redact.email": 1, "redact.aws_access_key": 1, "redact.traces": 1, "decontam.mine": 1}
     assert result.table.num_rows + result.dropped.num_rows == len(rows)
 
@@ -145,7 +146,7 @@ def test_every_message_reasoning_and_call_argument_is_redacted_and_arguments_sta
     assert arguments == args.replace("8.8.4.4", "<IP_ADDRESS>").replace("Sup3rS3cretPw", "<PASSWORD>").replace("bob@corp.io", "<EMAIL>")
     assert result.counters == {"redact.ipv4": 2, "redact.github_token": 1, "redact.private_key": 1, "redact.password": 2,
                                "redact.stripe_key": 1, "redact.email": 1, "redact.traces": 1}
-    assert result.table.column(schema.REDACTIONS).to_pylist() == [8]
+    assert result.table.column(REDACTIONS).to_pylist() == [8]
     untouched = select.run(trace_table([{"messages": msgs, "tools": TOOLS}]), SftSelectConfig(redact=None))
     assert untouched.table.column(schema.TRACE_MESSAGES).to_pylist()[0] == msgs and not untouched.counters
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from codecorpus.tasks import spec as tspec
+from codecorpus.tasks import plan as tplan
+from codecorpus.tasks.bodies import RepositoryProblem
 from codecorpus.tasks.commits import CommitSlice, Repository
-from codecorpus.tasks.task import RepositoryProblem
 
 
 def test_shards_hold_consecutive_parts_up_to_a_slice_of_commits(monkeypatch):
@@ -14,7 +14,7 @@ def test_shards_hold_consecutive_parts_up_to_a_slice_of_commits(monkeypatch):
 
     parts = [part("big", 5), part("big", 5, 5), part("big", 2, 10), part("a", 1), part("b", 2), part("x", None),
              part("c", 5), part("d", 1), part("e", 1), part("f", 1)]  # fmt: skip
-    monkeypatch.setattr(tspec, "SHARD_PARTS", 2)
-    shards = [[(p.repository.repo, getattr(p, "count", None)) for p in sh.parts] for sh in tspec._grouped(parts, 5)]
+    monkeypatch.setattr(tplan, "SHARD_PARTS", 2)
+    shards = [[(p.repository.repo, getattr(p, "count", None)) for p in sh.parts] for sh in tplan._grouped(parts, 5)]
     assert shards == [[("o/big", 5)], [("o/big", 5)], [("o/big", 2), ("o/a", 1)], [("o/b", 2), ("o/x", None)],
                       [("o/c", 5)], [("o/d", 1), ("o/e", 1)], [("o/f", 1)]]  # fmt: skip

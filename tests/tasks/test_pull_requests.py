@@ -416,11 +416,11 @@ def test_a_pull_requests_commits_land_with_its_merge_so_the_edit_set_holds_them_
 
 
 def test_a_pull_request_number_named_twice_keeps_its_ids_unique():
-    from codecorpus.tasks import task
+    from codecorpus.tasks import bodies
 
     lines = [swebench.task_line({"instance_id": iid, "commit": sha}) for iid, sha in
              (("acme__app-1", "a" * 40), ("acme__app-2", "b" * 40), ("acme__app-2", "c" * 40))]  # fmt: skip
-    ids = [json.loads(x)["instance_id"] for x in task.unique_ids(iter(lines))]
+    ids = [json.loads(x)["instance_id"] for x in bodies.unique_ids(iter(lines))]
     assert ids == ["acme__app-1", "acme__app-2", f"acme__app-2-{'c' * 12}"]
 
 

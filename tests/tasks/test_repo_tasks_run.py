@@ -31,7 +31,7 @@ from codecorpus.reports.build import write_report
 from codecorpus.runtime.executor import Executor
 from codecorpus.storage.parquet import read_parquet
 from codecorpus.tasks import columns as C
-from codecorpus.tasks import spec as tspec
+from codecorpus.tasks import plan as tplan
 from codecorpus.tasks import swebench
 from conftest import run_outputs
 
@@ -215,7 +215,7 @@ def test_same_bytes_with_one_and_two_workers_and_a_rerun_skips_everything(repos,
     assert a.keys() == b.keys() and "tasks/tasks.jsonl" in a
     assert [k for k in a if a[k] != b[k]] == []
     again = run(repos[0], one)
-    assert all(s.ran_tasks == 0 and s.skipped_tasks > 0 for s in again.stages)
+    assert all(s.ran_jobs == 0 and s.skipped_jobs > 0 for s in again.stages)
     assert run_outputs(one) == b
 
 
@@ -225,13 +225,13 @@ def test_planning_in_tasks_gives_the_drivers_plan_and_bytes(repos, tmp_path, mon
     repository's drop too."""
     data = recipe(repos[0])
     data["stages"]["commits"] = {"commits_per_slice": 6, "first_parent": False}
-    monkeypatch.setattr(tspec, "BATCH_REPOSITORIES", 1)  # a task per repository: their results joined in order
+    monkeypatch.setattr(tplan, "BATCH_REPOSITORIES", 1)  # a task per repository: their results joined in order
     runs, said = {}, {}
     for inline in ("64", "0"):
         monkeypatch.setenv(PLAN_INLINE_ENV, inline)
         runs[inline] = tmp_path / f"inline-{inline}"
         caplog.clear()
-        with caplog.at_level(logging.INFO, logger="codecorpus.tasks.spec"):
+        with caplog.at_level(logging.INFO, logger="codecorpus.tasks.plan"):
             Executor(load_recipe_data(data), runs[inline], quiet=True).run_pipeline()
         said[inline] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("commits: planned")]
     assert said["64"] == [] and len(said["0"]) == 1
@@ -293,7 +293,7 @@ def test_a_changed_task_setting_redoes_the_sink_only(repos, finished, tmp_path):
     data = recipe(repos[0])
     data["stages"]["task_outputs"] = {"eval_after": EVAL_AFTER, "version": "2.0"}
     result = Executor(load_recipe_data(data), run_dir, quiet=True).run_pipeline()
-    ran = {s.name: s.ran_tasks for s in result.stages}
+    ran = {s.name: s.ran_jobs for s in result.stages}
     assert ran.pop("task_outputs") > 0 and set(ran.values()) == {0}
     assert {r["version"] for r in records(run_dir, swebench.TRAIN_FILE)} == {"2.0"}
     def shard_files(root: Path) -> dict[str, bytes]:  # the manifest holds the recipe's hash: it differs

@@ -17,11 +17,11 @@ import pytest
 import tokenizers
 from tokenizers import decoders, models, pre_tokenizers
 
-from codecorpus import schema
 from codecorpus.config import RecipeError, TokenizerConfig, TrainTokenizerConfig
 from codecorpus.tokenize.tokenizer import (
     DEFAULT_PAT_STR,
     ENDOFTEXT,
+    TOKENIZER_FILE,
     load_tokenizer,
     sample_for_training,
     train_tokenizer,
@@ -217,7 +217,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_trained_tokenizer_layout_and_round_trip(trained: Path) -> None:
-    assert trained.name == schema.TOKENIZER_FILE
+    assert trained.name == TOKENIZER_FILE
     assert not [p for p in trained.parent.iterdir() if p != trained], "no temp file left"
     tok = load_tokenizer(TokenizerConfig(path=str(trained)))
     assert tok.eos_id == 0 and tok.special_tokens == {ENDOFTEXT: 0}
@@ -243,7 +243,7 @@ def test_training_is_deterministic_across_processes(trained: Path, tmp_path: Pat
     )
     env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": _pythonpath()}
     subprocess.run([sys.executable, "-c", code, str(tmp_path / "proc")], check=True, env=env)
-    assert (tmp_path / "proc" / schema.TOKENIZER_FILE).read_bytes() == trained.read_bytes()
+    assert (tmp_path / "proc" / TOKENIZER_FILE).read_bytes() == trained.read_bytes()
 
 
 def test_trained_pretokenizer_uses_the_code_pattern(trained: Path) -> None:

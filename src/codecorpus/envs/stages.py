@@ -59,7 +59,7 @@ from codecorpus.ingest import git as ingest_git
 from codecorpus.ingest.config import GitSource, LocalSource
 from codecorpus.manifests.rl import build_manifest, write_manifest
 from codecorpus.model import RecipeError, config_hash
-from codecorpus.pipeline import tasks
+from codecorpus.pipeline import bodies
 from codecorpus.pipeline.spec import Job, StageRun, StageSpec
 from codecorpus.pipeline.user import source_digest
 from codecorpus.stage import MapResult
@@ -302,7 +302,7 @@ def _versions(ref: RepoRef, gitdir: Path, cfg: EnvDiscoverConfig) -> tuple[list[
     return kept, over
 
 
-def discover_task(ctx: tasks.TaskContext, shard: int, ref: RepoRef, cfg: EnvDiscoverConfig) -> dict:
+def discover_job(ctx: bodies.JobContext, shard: int, ref: RepoRef, cfg: EnvDiscoverConfig) -> dict:
     """One repository -> one row per dependency version (its ranked candidates)."""
     t0 = time.perf_counter()
     problem_row = {schema.ID: ref.name, schema.SOURCE: ref.source, schema.REPO: ref.name,
@@ -327,12 +327,12 @@ def discover_task(ctx: tasks.TaskContext, shard: int, ref: RepoRef, cfg: EnvDisc
         {"repositories": 1, "candidates": n_candidates}))
     rows_in = len(kept) + len(over) + len(bad)
     bytes_in = sum(r[schema.BYTES] for r in kept)  # the versions' trees, as measured on export
-    stats = tasks.result_stats(rows_in, bytes_in, 0, {}, result, time.perf_counter() - t0)
-    return tasks.finish_shard(ctx, shard, result, stats)
+    stats = bodies.result_stats(rows_in, bytes_in, 0, {}, result, time.perf_counter() - t0)
+    return bodies.finish_shard(ctx, shard, result, stats)
 
 
 def discover_jobs(run: StageRun) -> list[Job]:
-    return [Job(schema.shard_name(i), discover_task, (run.task, i, ref, run.cfg), (ref.location,))
+    return [Job(schema.shard_name(i), discover_job, (run.ctx, i, ref, run.cfg), (ref.location,))
             for i, ref in enumerate(run.shards)]
 
 
@@ -617,12 +617,12 @@ def use_check(root: Path, vcfg: verify.VerifyConfig) -> Callable[[dict, str, Pat
     return check
 
 
-def validate_task_job(ctx: tasks.TaskContext, shard: int, in_stage: str, ref: RepoRef, names: list[str],
+def validate_task_job(ctx: bodies.JobContext, shard: int, in_stage: str, ref: RepoRef, names: list[str],
                       cfg: TaskValidateConfig, verify_cfg: EnvVerifyConfig) -> dict:
     """One repository's task candidates -> validated tasks and drops."""
     t0 = time.perf_counter()
     vcfg = verify_config(verify_cfg, ctx.run.root)
-    envs = tasks.read_parquet(ctx.run.part(in_stage, shard)).to_pylist()
+    envs = bodies.read_parquet(ctx.run.part(in_stage, shard)).to_pylist()
     candidates, _ = _read_tasks(cfg.tasks)
     own = [t for t in candidates if owner_of(t["repo"], names) == ref.name]
     kept, drops = _validate_repo(ref, own, envs, cfg, vcfg, use_check(ctx.run.root, vcfg))
@@ -633,7 +633,7 @@ def validate_task_job(ctx: tasks.TaskContext, shard: int, in_stage: str, ref: Re
     return _finish_tasks(ctx, shard, len(own), kept, drops, t0, used)
 
 
-def _finish_tasks(ctx: tasks.TaskContext, shard: int, rows_in: int, kept: list[dict],
+def _finish_tasks(ctx: bodies.JobContext, shard: int, rows_in: int, kept: list[dict],
                   drops: list[tuple[dict, str]], t0: float, extra: Counter | None = None) -> dict:
     cpu = sum(r["cpu_seconds"] for r in [*kept, *(r for r, _ in drops)])
     dropped = schema.drops_from_rows(pa.Table.from_pylist([r for r, _ in drops], schema=TASK_SCHEMA),
@@ -641,11 +641,11 @@ def _finish_tasks(ctx: tasks.TaskContext, shard: int, rows_in: int, kept: list[d
     result = MapResult(pa.Table.from_pylist(kept, schema=TASK_SCHEMA), dropped,
                        Counter({"task_candidates": rows_in, "cpu_ms": round(1000 * cpu)}) + (extra or Counter()))
     bytes_in = sum(r[schema.BYTES] for r in [*kept, *(r for r, _ in drops)])  # the candidates' patches
-    stats = tasks.result_stats(rows_in, bytes_in, 0, {}, result, time.perf_counter() - t0)
-    return tasks.finish_shard(ctx, shard, result, stats)
+    stats = bodies.result_stats(rows_in, bytes_in, 0, {}, result, time.perf_counter() - t0)
+    return bodies.finish_shard(ctx, shard, result, stats)
 
 
-def unmatched_job(ctx: tasks.TaskContext, shard: int, names: list[str], cfg: TaskValidateConfig) -> dict:
+def unmatched_job(ctx: bodies.JobContext, shard: int, names: list[str], cfg: TaskValidateConfig) -> dict:
     """The candidates of no repository in the sources, and the lines that are not instances."""
     t0 = time.perf_counter()
     candidates, bad = _read_tasks(cfg.tasks)
@@ -656,11 +656,11 @@ def unmatched_job(ctx: tasks.TaskContext, shard: int, names: list[str], cfg: Tas
     return _finish_tasks(ctx, shard, len(drops), [], drops, t0)
 
 
-def write_task_outputs(ctx: tasks.TaskContext, n_shards: int, root: str) -> dict:
+def write_task_outputs(ctx: bodies.JobContext, n_shards: int, root: str) -> dict:
     """``verified/tasks.jsonl`` (SWE-bench instances, by instance_id) and the RL manifest."""
     rows = []
     for i in range(n_shards):
-        rows += tasks.read_parquet(ctx.run.part(ctx.stage, i)).to_pylist()
+        rows += bodies.read_parquet(ctx.run.part(ctx.stage, i)).to_pylist()
     rows.sort(key=lambda r: r[schema.ID])
     lines = [json.dumps({**json.loads(r["instance"]), "environment": f"{schema.ENVS_DIR}/{r['env_file']}"},
                         sort_keys=True) for r in rows]
@@ -675,13 +675,13 @@ def validate_phases(run: StageRun) -> list[dict[str, Any]]:
     cfg, verify_cfg = run.cfg, run.recipe.stages.env_verify
     refs: list[RepoRef] = list(run.shards)
     names = [r.name for r in refs]
-    jobs = [Job(schema.shard_name(i), validate_task_job, (run.task, i, run.upstream, ref, names, cfg, verify_cfg),
+    jobs = [Job(schema.shard_name(i), validate_task_job, (run.ctx, i, run.upstream, ref, names, cfg, verify_cfg),
                 (str(run.run.part(run.upstream, i)), cfg.tasks or ""))
             for i, ref in enumerate(refs)]
     jobs.append(Job(schema.shard_name(len(refs)), unmatched_job,
-                    (run.task, len(refs), names, cfg), (cfg.tasks or "",)))
-    results = run.run_tasks("task_validate", jobs)
-    run.call("task_validate:outputs", write_task_outputs, run.task, len(jobs), str(run.run.root))
+                    (run.ctx, len(refs), names, cfg), (cfg.tasks or "",)))
+    results = run.run_output_jobs("task_validate", jobs)
+    run.call("task_validate:outputs", write_task_outputs, run.ctx, len(jobs), str(run.run.root))
     return results
 
 

@@ -34,13 +34,13 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from codecorpus import schema
+from codecorpus.filters.columns import ALNUM_FRAC, MAX_LINE_LEN, MEAN_LINE_LEN
 from codecorpus.stage import text_slices
 
 SLICE_BYTES = 1 << 18
 """Texts are scored about this many bytes at a time (memory: ~12 bytes per text byte), so the
 slice, not the shard, bounds the scoring's memory, and its arrays stay in cache."""
-RULES = (schema.MAX_LINE_LEN, schema.MEAN_LINE_LEN, schema.ALNUM_FRAC)
+RULES = (MAX_LINE_LEN, MEAN_LINE_LEN, ALNUM_FRAC)
 """StarCoder's three rules, whose names are also their score columns and drop reasons."""
 
 

@@ -51,6 +51,20 @@ import numpy as np
 import pyarrow as pa
 
 from codecorpus import schema
+from codecorpus.filters.columns import (
+    ALNUM_FRAC,
+    ALPHA_FRAC,
+    AUTOGEN_SCORE,
+    COMMENT_FRAC,
+    ENCODED_DATA_FRAC,
+    HTML_VISIBLE_CHARS,
+    HTML_VISIBLE_FRAC,
+    MAX_ENCODED_RUN,
+    MAX_LINE_LEN,
+    MEAN_LINE_LEN,
+    NUM_LINES,
+    XML_TEXT_FRAC,
+)
 from codecorpus.filters.config import RULE_NAMES, FiltersConfig
 
 LICENSE_RULE = "license"
@@ -73,32 +87,32 @@ _DATA_FILES = ("JSON", "YAML", "CSV", "TSV")
 _NOT_CODE = {"data": None, "config": None, "notebook": None}
 
 RULES: tuple[Rule, ...] = (
-    Rule(schema.MAX_LINE_LEN, schema.MAX_LINE_LEN, "max", 1000,
+    Rule(MAX_LINE_LEN, MAX_LINE_LEN, "max", 1000,
          kinds={"docs": 10_000, "data": None, "notebook": None}),
-    Rule(schema.MEAN_LINE_LEN, schema.MEAN_LINE_LEN, "max", 100,
+    Rule(MEAN_LINE_LEN, MEAN_LINE_LEN, "max", 100,
          kinds={"docs": 500, "data": None, "notebook": None}),
-    Rule(schema.ALNUM_FRAC, schema.ALNUM_FRAC, "min", 0.25),
-    Rule(schema.ALPHA_FRAC, schema.ALPHA_FRAC, "min", 0.25, kinds=_NOT_CODE),
-    Rule(schema.AUTOGEN_SCORE, schema.AUTOGEN_SCORE, "max", None, kinds={"code": 0, "config": 0}),
-    Rule(schema.ENCODED_DATA_FRAC, schema.ENCODED_DATA_FRAC, "max", 0.5),
-    Rule(schema.MAX_ENCODED_RUN, schema.MAX_ENCODED_RUN, "max", 1024),
-    Rule(schema.XML_TEXT_FRAC, schema.XML_TEXT_FRAC, "min", 0.1),
-    Rule(schema.HTML_VISIBLE_FRAC, schema.HTML_VISIBLE_FRAC, "min", 0.2),
-    Rule(schema.HTML_VISIBLE_CHARS, schema.HTML_VISIBLE_CHARS, "min", 100),
+    Rule(ALNUM_FRAC, ALNUM_FRAC, "min", 0.25),
+    Rule(ALPHA_FRAC, ALPHA_FRAC, "min", 0.25, kinds=_NOT_CODE),
+    Rule(AUTOGEN_SCORE, AUTOGEN_SCORE, "max", None, kinds={"code": 0, "config": 0}),
+    Rule(ENCODED_DATA_FRAC, ENCODED_DATA_FRAC, "max", 0.5),
+    Rule(MAX_ENCODED_RUN, MAX_ENCODED_RUN, "max", 1024),
+    Rule(XML_TEXT_FRAC, XML_TEXT_FRAC, "min", 0.1),
+    Rule(HTML_VISIBLE_FRAC, HTML_VISIBLE_FRAC, "min", 0.2),
+    Rule(HTML_VISIBLE_CHARS, HTML_VISIBLE_CHARS, "min", 100),
     Rule("data_bytes_min", schema.BYTES, "min", None, langs=dict.fromkeys(_DATA_FILES, 50)),
     Rule("data_bytes_max", schema.BYTES, "max", None, langs=dict.fromkeys(_DATA_FILES, 5000)),
-    Rule("num_lines_max", schema.NUM_LINES, "max", 100_000),
-    Rule("num_lines_min", schema.NUM_LINES, "min", None),
-    Rule("comment_frac_max", schema.COMMENT_FRAC, "max", None, kinds={"code": 0.8}),
-    Rule("comment_frac_min", schema.COMMENT_FRAC, "min", None),
+    Rule("num_lines_max", NUM_LINES, "max", 100_000),
+    Rule("num_lines_min", NUM_LINES, "min", None),
+    Rule("comment_frac_max", COMMENT_FRAC, "max", None, kinds={"code": 0.8}),
+    Rule("comment_frac_min", COMMENT_FRAC, "min", None),
     Rule(schema.PARSE_ERROR_FRAC, schema.PARSE_ERROR_FRAC, "max", 0.1),
 )
 if tuple(r.name for r in RULES) != RULE_NAMES:  # the config's vocabulary and the rules must agree
     raise ImportError(f"filters/config.py RULE_NAMES {RULE_NAMES} != the rules {tuple(r.name for r in RULES)}")
 BY_NAME: dict[str, Rule] = {r.name: r for r in RULES}
-_RECIPE_DEFAULTS = {schema.MAX_LINE_LEN: "max_line_len", schema.MEAN_LINE_LEN: "max_mean_line_len",
-                    schema.ALNUM_FRAC: "min_alnum_frac"}
-_LINE_RULES = (schema.MAX_LINE_LEN, schema.MEAN_LINE_LEN)
+_RECIPE_DEFAULTS = {MAX_LINE_LEN: "max_line_len", MEAN_LINE_LEN: "max_mean_line_len",
+                    ALNUM_FRAC: "min_alnum_frac"}
+_LINE_RULES = (MAX_LINE_LEN, MEAN_LINE_LEN)
 
 _UNSET = object()
 

@@ -2,7 +2,7 @@
 
 Each function takes a shard's ``text`` column (and ``lang`` where the score depends
 on the language) and returns float64 arrays; the stage writes them as typed, nullable
-columns (``schema.STAGE_COLUMNS``). The definitions follow StarCoder2 / The Stack v2
+columns (:mod:`codecorpus.filters.columns`). The definitions follow StarCoder2 / The Stack v2
 and OpenCoder:
 
 - ``num_lines``: lines as ``wc -l`` counts them, plus a last line without a newline;

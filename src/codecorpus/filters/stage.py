@@ -1,6 +1,6 @@
 """The filters stage: score, drop, decontaminate, redact -- one map stage, in that order.
 
-1. *Annotate* every row with the typed score columns (``schema.STAGE_COLUMNS``):
+1. *Annotate* every row with the typed score columns (:mod:`codecorpus.filters.columns`):
    StarCoder's line and character scores, ``num_lines``, ``comment_frac``, encoded
    data, auto-generation markers, XML/HTML content. langid's ``parse_error_frac`` is
    used as it is.
@@ -31,15 +31,33 @@ import pyarrow as pa
 from codecorpus import schema
 from codecorpus.filters import decontam, redact, rules, scores
 from codecorpus.filters.basic import line_scores
+from codecorpus.filters.columns import (
+    ALNUM_FRAC,
+    ALPHA_FRAC,
+    AUTOGEN_SCORE,
+    COLUMN_TYPES,
+    COMMENT_FRAC,
+    DECONTAM_MATCH,
+    ENCODED_DATA_FRAC,
+    HTML_VISIBLE_CHARS,
+    HTML_VISIBLE_FRAC,
+    MAX_ENCODED_RUN,
+    MAX_LINE_LEN,
+    MEAN_LINE_LEN,
+    NUM_LINES,
+    REDACTED,
+    XML_TEXT_FRAC,
+    with_column,
+)
 from codecorpus.filters.config import FiltersConfig
-from codecorpus.stage import MapResult, with_column
+from codecorpus.stage import MapResult
 
 STAGE = "filters"
 
 
 def _nullable(values: np.ndarray, column: str) -> pa.Array:
     """A typed column from float scores, NaN written as null (the rule does not apply)."""
-    typ = schema.STAGE_COLUMNS[column]
+    typ = COLUMN_TYPES[column]
     missing = np.isnan(values)
     if pa.types.is_integer(typ):
         values = np.where(missing, 0, np.rint(values))
@@ -53,27 +71,27 @@ def annotate(table: pa.Table, only: set[str] | None = None) -> pa.Table:
     langs = table.column(schema.LANG)
     basic = line_scores(texts)  # one pass gives all four; always written
     columns: dict[str, np.ndarray] = {
-        schema.MAX_LINE_LEN: basic.max_line_len.astype(np.float64),
-        schema.MEAN_LINE_LEN: basic.mean_line_len,
-        schema.ALNUM_FRAC: basic.alnum_frac,
-        schema.ALPHA_FRAC: basic.alpha_frac,
+        MAX_LINE_LEN: basic.max_line_len.astype(np.float64),
+        MEAN_LINE_LEN: basic.mean_line_len,
+        ALNUM_FRAC: basic.alnum_frac,
+        ALPHA_FRAC: basic.alpha_frac,
     }
 
     def wanted(*names: str) -> bool:
         return only is None or any(n in only for n in names)
 
-    if wanted(schema.NUM_LINES):
-        columns[schema.NUM_LINES] = scores.num_lines(texts)
-    if wanted(schema.COMMENT_FRAC):
-        columns[schema.COMMENT_FRAC] = scores.comment_frac(texts, langs)
-    if wanted(schema.ENCODED_DATA_FRAC, schema.MAX_ENCODED_RUN):
-        columns[schema.ENCODED_DATA_FRAC], columns[schema.MAX_ENCODED_RUN] = scores.encoded_scores(texts)
-    if wanted(schema.AUTOGEN_SCORE):
-        columns[schema.AUTOGEN_SCORE] = scores.autogen_score(texts)
-    if wanted(schema.XML_TEXT_FRAC):
-        columns[schema.XML_TEXT_FRAC] = scores.xml_text_frac(texts, langs)
-    if wanted(schema.HTML_VISIBLE_FRAC, schema.HTML_VISIBLE_CHARS):
-        columns[schema.HTML_VISIBLE_CHARS], columns[schema.HTML_VISIBLE_FRAC] = scores.html_visible(texts, langs)
+    if wanted(NUM_LINES):
+        columns[NUM_LINES] = scores.num_lines(texts)
+    if wanted(COMMENT_FRAC):
+        columns[COMMENT_FRAC] = scores.comment_frac(texts, langs)
+    if wanted(ENCODED_DATA_FRAC, MAX_ENCODED_RUN):
+        columns[ENCODED_DATA_FRAC], columns[MAX_ENCODED_RUN] = scores.encoded_scores(texts)
+    if wanted(AUTOGEN_SCORE):
+        columns[AUTOGEN_SCORE] = scores.autogen_score(texts)
+    if wanted(XML_TEXT_FRAC):
+        columns[XML_TEXT_FRAC] = scores.xml_text_frac(texts, langs)
+    if wanted(HTML_VISIBLE_FRAC, HTML_VISIBLE_CHARS):
+        columns[HTML_VISIBLE_CHARS], columns[HTML_VISIBLE_FRAC] = scores.html_visible(texts, langs)
     for name, values in columns.items():
         table = with_column(table, name, _nullable(values, name))
     return table
@@ -92,7 +110,7 @@ def _decontaminate(
         for i, label in zip(rows.tolist(), found.label, strict=True):
             labels[i] = label
     table = with_column(table, schema.DECONTAM_OVERLAP, _nullable(overlap, schema.DECONTAM_OVERLAP))
-    table = with_column(table, schema.DECONTAM_MATCH, pa.array(labels, pa.string()))
+    table = with_column(table, DECONTAM_MATCH, pa.array(labels, pa.string()))
     threshold = index.threshold if index is not None else np.inf
     hit = np.nan_to_num(overlap, nan=0.0) >= threshold
     return table, hit, overlap, labels
@@ -107,7 +125,7 @@ def _redact(table: pa.Table, cfg: FiltersConfig) -> tuple[pa.Table, Counter[str]
     counters: Counter[str] = Counter()
     counts = np.zeros(table.num_rows, np.int32)
     if cfg.redact is None or table.num_rows == 0:
-        return with_column(table, schema.REDACTED, pa.array(counts)), counters, 0
+        return with_column(table, REDACTED, pa.array(counts)), counters, 0
     texts, per_row = redact.redact_column(table.column(schema.TEXT), table.column(schema.ID).to_pylist(), cfg.redact)
     nbytes = table.column(schema.BYTES).to_pylist()
     hashes = table.column(schema.CONTENT_HASH).to_pylist()
@@ -126,7 +144,7 @@ def _redact(table: pa.Table, cfg: FiltersConfig) -> tuple[pa.Table, Counter[str]
         for name, values in ((schema.TEXT, texts), (schema.BYTES, nbytes), (schema.CONTENT_HASH, hashes)):
             col = table.schema.get_field_index(name)
             table = table.set_column(col, table.schema.field(col), pa.array(values, table.schema.field(col).type))
-    return with_column(table, schema.REDACTED, pa.array(counts)), counters, delta
+    return with_column(table, REDACTED, pa.array(counts)), counters, delta
 
 
 def run(table: pa.Table, cfg: FiltersConfig, index: decontam.DecontamIndex | None = None) -> MapResult:

@@ -3,7 +3,8 @@
 The side file (``.jsonl``, ``.csv`` or ``.parquet``) has one row per repository with
 a ``repo`` column and any of ``stars``, ``forks``, ``last_commit`` (ISO 8601 date or
 datetime, or epoch seconds). dedup's keep policy reads the typed columns
-``schema.STARS``/``FORKS``/``LAST_COMMIT``; repositories not in the file get nulls.
+``schema.STARS`` and ``schema.LAST_COMMIT``; :data:`FORKS` is ingest's own (nothing
+else reads it). Repositories not in the file get nulls.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ import pyarrow.parquet as pq
 
 from codecorpus import schema
 from codecorpus.model import RecipeError
+
+FORKS = "forks"
+"""The repository's fork count (int64; null when the side file does not give it)."""
 
 Meta = tuple[int | None, int | None, dt.datetime | None]
 _NONE: Meta = (None, None, None)
@@ -78,6 +82,6 @@ def columns(repos: list[str], meta_paths: list[str]) -> dict[str, pa.Array]:
     values = [load(m).get(r, _NONE) if m else _NONE for r, m in zip(repos, meta_paths, strict=True)]
     return {
         schema.STARS: pa.array([v[0] for v in values], schema.STAGE_COLUMNS[schema.STARS]),
-        schema.FORKS: pa.array([v[1] for v in values], schema.STAGE_COLUMNS[schema.FORKS]),
+        FORKS: pa.array([v[1] for v in values], pa.int64()),
         schema.LAST_COMMIT: pa.array([v[2] for v in values], schema.STAGE_COLUMNS[schema.LAST_COMMIT]),
     }

@@ -46,7 +46,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import zstandard
 
-from codecorpus import schema
 from codecorpus.ingest import plan
 from codecorpus.ingest.config import IngestConfig
 from codecorpus.ingest.git import PLAN_THREADS, GitListing, duplicate_keepers
@@ -75,6 +74,17 @@ SHARDS_PER_TASK = 8
 """Shards one describing task fingerprints."""
 STAGE = "ingest"
 """The stage whose plan files these are (``RunPaths.plan_dir``)."""
+
+PLAN_UNITS_SUFFIX = ".units.jsonl.zst"
+"""A plan batch file: zstd JSON lines, one planned unit per line."""
+PLAN_SIZES_SUFFIX = ".sizes.i64"
+"""Beside it, per unit two little-endian int64: the bytes the shard cut counts, its document bytes."""
+PLAN_SIZES_DTYPE = "<i8"
+
+
+def plan_batch_file(plan_dir: Path | str, batch: str, suffix: str) -> Path:
+    """A batch's units or sizes file in a stage's plan folder (``RunPaths.plan_dir``)."""
+    return Path(plan_dir) / f"{batch}{suffix}"
 
 
 @dataclass(frozen=True)
@@ -270,18 +280,18 @@ class _ListBatch:
             return {"error": str(err)}
         data = sink.getvalue()
         name = f"batch-{hashlib.sha256(data).hexdigest()[:24]}"
-        atomic_write_bytes(schema.plan_batch_file(self.plan_dir, name, schema.PLAN_UNITS_SUFFIX), data)
-        atomic_write_bytes(schema.plan_batch_file(self.plan_dir, name, schema.PLAN_SIZES_SUFFIX), np.concatenate([_EMPTY, *sizes]).tobytes())
+        atomic_write_bytes(plan_batch_file(self.plan_dir, name, PLAN_UNITS_SUFFIX), data)
+        atomic_write_bytes(plan_batch_file(self.plan_dir, name, PLAN_SIZES_SUFFIX), np.concatenate([_EMPTY, *sizes]).tobytes())
         return {"file": name, "units": counts, "stores": stores, "seconds": time.perf_counter() - t0}
 
 
-_EMPTY = np.zeros((0, 2), dtype=schema.PLAN_SIZES_DTYPE)
+_EMPTY = np.zeros((0, 2), dtype=PLAN_SIZES_DTYPE)
 
 
 def _sizes_of(units: Sequence[Unit]) -> np.ndarray:
     """Per unit: the bytes the cut counts (a unit not skipped), and its document bytes."""
     rows = [(plan.counted_bytes(u), plan.unit_document_bytes(u)) for u in units]
-    return np.array(rows, dtype=schema.PLAN_SIZES_DTYPE).reshape(-1, 2)
+    return np.array(rows, dtype=PLAN_SIZES_DTYPE).reshape(-1, 2)
 
 
 def _raise_errors(listed: list[dict[str, Any]]) -> None:
@@ -328,8 +338,8 @@ class _Sizes:
 
     def of(self, file: str) -> np.ndarray:
         if file != self.file:
-            path = mirror.ensure_local(schema.plan_batch_file(self.plan_dir, file, schema.PLAN_SIZES_SUFFIX))
-            self.file, self.table = file, np.fromfile(path, dtype=schema.PLAN_SIZES_DTYPE).reshape(-1, 2)
+            path = mirror.ensure_local(plan_batch_file(self.plan_dir, file, PLAN_SIZES_SUFFIX))
+            self.file, self.table = file, np.fromfile(path, dtype=PLAN_SIZES_DTYPE).reshape(-1, 2)
         return self.table
 
 
@@ -472,7 +482,7 @@ class BatchReader:
         skipped = sum(1 for _ in itertools.islice(self._text, rows.start - self._row))
         lines = [line.rstrip("\n") for line in itertools.islice(self._text, rows.stop - rows.start)]
         if skipped + len(lines) < rows.stop - self._row:
-            path = schema.plan_batch_file(self.plan_dir, rows.file, schema.PLAN_UNITS_SUFFIX)
+            path = plan_batch_file(self.plan_dir, rows.file, PLAN_UNITS_SUFFIX)
             raise RecipeError(f"plan file {path} ends before row {rows.stop}: it is not the file "
                               "this plan wrote; rerun the command")
         self._row = rows.stop
@@ -481,7 +491,7 @@ class BatchReader:
 
 def _open_batch(plan_dir: Path, file: str) -> io.TextIOBase:
     """A batch file's lines from its first, decompressed as a stream."""
-    path = mirror.ensure_local(schema.plan_batch_file(plan_dir, file, schema.PLAN_UNITS_SUFFIX))
+    path = mirror.ensure_local(plan_batch_file(plan_dir, file, PLAN_UNITS_SUFFIX))
     try:
         raw = open(path, "rb")  # noqa: SIM115 - closed with the text stream (closefd)
     except FileNotFoundError:

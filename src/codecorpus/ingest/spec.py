@@ -36,13 +36,13 @@ def read_planned(shard: shardplan.ShardPlan, plan_dir: str, cfg: IngestConfig) -
 
 def ingest_jobs(stage: StageRun) -> list[Job]:
     """One read task per planned shard; rows_in is its planned units (archives expand inside)."""
-    from codecorpus.pipeline import tasks
+    from codecorpus.pipeline import bodies
 
     cfg = stage.cfg
     plan_dir = str(stage.run.plan_dir(stage.name))
     return [
-        Job(schema.shard_name(i), tasks.ingest_task,
-            (stage.task, i, functools.partial(read_planned, shard, plan_dir, cfg), shard.document_bytes, shard.units),
+        Job(schema.shard_name(i), bodies.ingest_job,
+            (stage.ctx, i, functools.partial(read_planned, shard, plan_dir, cfg), shard.document_bytes, shard.units),
             reads=shard.reads(), weight=shard.document_bytes)
         for i, shard in enumerate(stage.shards)
     ]

@@ -20,26 +20,26 @@ from codecorpus.pipeline.spec import Job, StageRun, StageSpec
 def scan_job(run: StageRun, i: int) -> Job:
     """The scan task of shard ``i``."""
     from codecorpus.langid import stage
-    from codecorpus.pipeline import tasks
+    from codecorpus.pipeline import bodies
 
     fn = functools.partial(stage.scan, cfg=run.cfg)
-    return Job(f"scan-{schema.shard_name(i)}", tasks.scatter_task, (run.task, "scan", i, run.upstream, fn),
+    return Job(f"scan-{schema.shard_name(i)}", bodies.scatter_job, (run.ctx, "scan", i, run.upstream, fn),
                (str(run.run.part(run.upstream, i)),))
 
 
 def langid_phases(run: StageRun) -> list[dict[str, Any]]:
     from codecorpus.langid import stage
-    from codecorpus.pipeline import tasks
+    from codecorpus.pipeline import bodies
 
-    cfg, ctx, upstream = run.cfg, run.task, run.upstream
+    cfg, ctx, upstream = run.cfg, run.ctx, run.upstream
     n = run.shard_count(upstream)
     run.run_phase("langid: scan", [scan_job(run, i) for i in range(n)])
     run.run_phase("langid: vote", [
-        Job("vote-p00000", tasks.reduce_task,
+        Job("vote-p00000", bodies.reduce_job,
             (ctx, "vote", "scan", stage.COUNTS_PARTITION, n, functools.partial(stage.decide_shards, cfg=cfg, n_shards=n)))
     ])
-    return run.run_tasks("langid: apply", [
-        Job(schema.shard_name(i), tasks.apply_own_task,
+    return run.run_output_jobs("langid: apply", [
+        Job(schema.shard_name(i), bodies.apply_own_job,
             (ctx, i, upstream, ("scan", stage.TAGS_PARTITION), "vote", 1, functools.partial(stage.apply, cfg=cfg)),
             (str(run.run.part(upstream, i)),))
         for i in range(n)

@@ -14,7 +14,7 @@ modeline, file name, shebang, extension, content heuristics for ambiguous
 extensions, then Linguist's classifier; codecorpus's content model and magika on the
 bytes when none of those has an answer (:mod:`codecorpus.langid.content_model`);
 codecorpus's own table (:mod:`languages`) last. ``lang_method``
-records which of ``schema.LANG_METHODS`` decided.
+records which of :data:`LANG_METHODS` decided.
 
 ``kind`` comes from the language (codecorpus's table, else Linguist's type). Ingest's
 ``docs`` and ``notebook`` kinds are kept: they record what the document *is*
@@ -38,13 +38,25 @@ from codecorpus.langid import vote as voting
 from codecorpus.langid.config import LangidConfig
 from codecorpus.stage import MapResult, with_column
 
+LANG_METHOD = "lang_method"
+# values of LANG_METHOD: which rule of langid decided a row's language (Linguist's
+# strategy order via enry, then codecorpus's content model and magika on content alone,
+# then codecorpus's own table)
+LANG_METHODS = (
+    "modeline", "filename", "shebang", "extension", "content", "classifier", "magika", "content_model", "table",
+    "repo_extension_vote", schema.UNKNOWN,
+)
+STAGE_COLUMNS: dict[str, pa.DataType] = {LANG_METHOD: pa.string()}
+"""Types of the columns langid adds beside the document row's (``parse_error_frac`` is
+``schema.STAGE_COLUMNS``', since the filters read it too)."""
+
 _KEEP_KINDS = ("docs", "notebook")
 COUNTS_PARTITION = 0
 """Partition of the scan phase that holds a shard's label counts (read by the one reduce)."""
 TAGS_PARTITION = 1
 """Partition of the scan phase that holds a shard's own tags (read back by its apply)."""
 SHARD = "shard"
-_TAG_COLUMNS = (schema.LANG, schema.KIND, schema.LANG_METHOD, schema.PARSE_ERROR_FRAC)
+_TAG_COLUMNS = (schema.LANG, schema.KIND, LANG_METHOD, schema.PARSE_ERROR_FRAC)
 
 
 def detect(path: str, text: str, cfg: LangidConfig, *, fallback_kind: str = "data") -> tuple[str, str, str]:
@@ -89,7 +101,7 @@ def tag(table: pa.Table, cfg: LangidConfig) -> pa.Table:
         errors.append(_parse_errors(lang, text or "", cfg))
     return pa.table({
         schema.LANG: pa.array(langs, pa.string()), schema.KIND: pa.array(kinds, pa.string()),
-        schema.LANG_METHOD: pa.array(methods, pa.string()),
+        LANG_METHOD: pa.array(methods, pa.string()),
         schema.PARSE_ERROR_FRAC: pa.array(errors, schema.STAGE_COLUMNS[schema.PARSE_ERROR_FRAC]),
     })
 
@@ -127,7 +139,7 @@ def apply(table: pa.Table, tags: pa.Table, decisions: pa.Table, cfg: LangidConfi
         raise AssertionError(f"langid tags have {tags.num_rows} rows for a shard of {table.num_rows}")
     langs = tags.column(schema.LANG).to_pylist()
     kinds = tags.column(schema.KIND).to_pylist()
-    methods = tags.column(schema.LANG_METHOD).to_pylist()
+    methods = tags.column(LANG_METHOD).to_pylist()
     errors = tags.column(schema.PARSE_ERROR_FRAC).to_pylist()
     revised: list[int] = []
     if cfg.repo_vote:
@@ -144,7 +156,7 @@ def apply(table: pa.Table, tags: pa.Table, decisions: pa.Table, cfg: LangidConfi
             errors[i] = _parse_errors(langs[i], text, cfg)
     table = _replace_doc_column(table, schema.LANG, langs)
     table = _replace_doc_column(table, schema.KIND, kinds)
-    table = with_column(table, schema.LANG_METHOD, methods)
+    table = with_column(table, LANG_METHOD, methods, types=STAGE_COLUMNS)
     table = with_column(table, schema.PARSE_ERROR_FRAC, errors)
     changed = sum(1 for i in revised if langs[i] != tags.column(schema.LANG)[i].as_py())
     return MapResult(table, counters=Counter({"repo_vote_rows": len(revised), "repo_vote_changed": changed}))
@@ -153,7 +165,7 @@ def apply(table: pa.Table, tags: pa.Table, decisions: pa.Table, cfg: LangidConfi
 def _counts(table: pa.Table, tags: pa.Table) -> pa.Table:
     return voting.count_labels(
         table.column(schema.REPO).to_pylist(), table.column(schema.PATH).to_pylist(),
-        tags.column(schema.LANG).to_pylist(), tags.column(schema.LANG_METHOD).to_pylist(),
+        tags.column(schema.LANG).to_pylist(), tags.column(LANG_METHOD).to_pylist(),
     )
 
 

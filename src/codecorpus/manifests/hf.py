@@ -63,6 +63,7 @@ from codecorpus.manifests.megatron import (
     shard_file,
 )
 from codecorpus.storage.atomic import atomic_write_bytes, atomic_writer, fsync_dir, sha256_file
+from codecorpus.storage.parquet import PARQUET_COMPRESSION, PARQUET_COMPRESSION_LEVEL
 
 EXPORT_KIND = "codecorpus.hf-export"
 EXPORT_FORMAT_VERSION = 1
@@ -260,8 +261,8 @@ def _write_shard(shard: _Shard, path: Path, per_example: bool, id_type: np.dtype
     table_schema = _row_batch(shard, slice(0, 0), per_example, id_type).schema
     table_schema = table_schema.with_metadata({b"codecorpus": provenance})
     with atomic_writer(path) as f, pq.ParquetWriter(
-        f, table_schema, compression=schema.PARQUET_COMPRESSION,
-        compression_level=schema.PARQUET_COMPRESSION_LEVEL, write_statistics=False,
+        f, table_schema, compression=PARQUET_COMPRESSION,
+        compression_level=PARQUET_COMPRESSION_LEVEL, write_statistics=False,
     ) as writer:  # fmt: skip
         for group in _row_groups(row_tokens):  # one row group at a time: a shard is never whole in memory
             if group.stop > group.start:

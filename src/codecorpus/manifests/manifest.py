@@ -47,6 +47,9 @@ from codecorpus.manifests.version import codecorpus_version
 from codecorpus.storage import mirror as store
 from codecorpus.storage.atomic import atomic_write_bytes, sha256_file
 
+FORMAT_VERSION = 1
+"""The ``format_version`` of a set and a run manifest (what ``verify`` expects to read)."""
+
 SHARD_COUNTS = ("tokens", "documents", "segments", "sequences", "loss_tokens", "padding_tokens")
 REQUIRED_FILES = ("bin", "idx", "seg")
 _SET_KEYS = (
@@ -292,7 +295,7 @@ def build_set_manifest(
         if k in packing and packing[k] != v:
             raise ValueError(f"packing.{k} is {packing[k]} but the shards add up to {v}")
     return {
-        "format_version": schema.FORMAT_VERSION,
+        "format_version": FORMAT_VERSION,
         "kind": schema.SET_MANIFEST_KIND,
         "name": name,
         "codecorpus_version": codecorpus_version(),
@@ -376,7 +379,7 @@ def build_run_manifest(
             "totals": m["totals"],
         }
     return {
-        "format_version": schema.FORMAT_VERSION,
+        "format_version": FORMAT_VERSION,
         "kind": schema.RUN_MANIFEST_KIND,
         "codecorpus_version": codecorpus_version(),
         "sets": sets,
@@ -408,9 +411,9 @@ def _structure_problems(m: dict[str, Any]) -> list[str]:
         problems.append(
             f"{schema.MANIFEST_NAME}: kind: expected {schema.SET_MANIFEST_KIND!r}, found {m.get('kind')!r}"
         )
-    if m.get("format_version") != schema.FORMAT_VERSION:
+    if m.get("format_version") != FORMAT_VERSION:
         problems.append(
-            f"{schema.MANIFEST_NAME}: format_version: expected {schema.FORMAT_VERSION}, found {m.get('format_version')!r}"
+            f"{schema.MANIFEST_NAME}: format_version: expected {FORMAT_VERSION}, found {m.get('format_version')!r}"
         )
     for i, s in enumerate(m.get("shards") or []):
         problems += [

@@ -36,6 +36,11 @@ import pyarrow.parquet as pq
 
 from codecorpus import schema
 from codecorpus.storage.atomic import atomic_write_bytes, atomic_writer, sha256_bytes
+from codecorpus.storage.parquet import (
+    PARQUET_COMPRESSION,
+    PARQUET_COMPRESSION_LEVEL,
+    PARQUET_ROW_GROUP_ROWS,
+)
 
 DTYPE_CODES: dict[int, np.dtype] = {
     code: np.dtype(name) for code, name in schema.MEGATRON_DTYPE_CODES.items()
@@ -307,9 +312,9 @@ def write_segments(prefix: Path | str, table: pa.Table) -> FileInfo:
     pq.write_table(
         table,
         sink,
-        compression=schema.PARQUET_COMPRESSION,
-        compression_level=schema.PARQUET_COMPRESSION_LEVEL,
-        row_group_size=schema.PARQUET_ROW_GROUP_ROWS,
+        compression=PARQUET_COMPRESSION,
+        compression_level=PARQUET_COMPRESSION_LEVEL,
+        row_group_size=PARQUET_ROW_GROUP_ROWS,
     )
     return _write(shard_file(prefix, "seg"), memoryview(sink.getvalue()))
 

@@ -8,7 +8,7 @@ the recipe's ``stages:`` model, the order, the ``--set`` shorthands, preflight's
 checks and the manifests' provenance are derived.
 
 Each pipeline's spec modules are imported when the pipeline is first asked for; a recipe's
-load asks for all four (``registered``). A spec module imports its stages' task bodies inside
+load asks for all four (``registered``). A spec module imports its stages' job bodies inside
 the functions that use them, so that imports the parts' configs and specs, not the stages'
 dependencies.
 """

@@ -1,4 +1,4 @@
-"""What a stage is to the executor: a ``StageSpec``, and the ``Job`` its tasks are made of.
+"""What a stage is to the executor: a ``StageSpec``, and the jobs its work is made of.
 
 A spec is declared once, beside the stage's code (``langid/spec.py``, ``dedup/spec.py``
 ...), and a pipeline is an ordered tuple of specs (``pipeline/pipelines.py``). The
@@ -10,14 +10,18 @@ executor knows the five kinds, never a stage's name:
   pure ``table -> MapResult`` function the executor ships to every shard. Annotators
   add columns, filters drop rows with a reason.
 - ``global``: phases (shuffles) that end in one output shard per input shard;
-  ``phases`` drives them through a ``StageRun`` and returns the output tasks' stats.
+  ``phases`` drives them through a ``StageRun`` and returns the output jobs' stats.
 - ``sink``: like ``global``, but writes output sets (``shards/``, manifests) instead
   of parts; a changed sink removes those too.
 
 A stage's hash is chained: the previous stage's hash, its name, its config, and
-``hash_parts(recipe)`` (files or code it reads beyond its config). A job is a task
-name (its marker), a Ray-free function, its arguments, and the files it reads (named
-in the error when it fails).
+``hash_parts(recipe)`` (files or code it reads beyond its config). A job is a name (its
+marker), a Ray-free function (its body), its arguments, and the files it reads (named in
+the error when it fails); the runtime runs each job as one Ray task.
+
+Words: a *job* is a unit of a stage's work and its *body* the function it runs (the
+``bodies`` modules); a *Ray task* is how the runtime runs a job; a *task* alone is an
+RL task, what the ``tasks`` part mines and the ``envs`` part verifies.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ if TYPE_CHECKING:  # type names only: the recipe is built from the parts' config
     import pyarrow as pa
 
     from codecorpus.config import Recipe
-    from codecorpus.pipeline.tasks import TaskContext
+    from codecorpus.pipeline.bodies import JobContext
     from codecorpus.stage import MapResult
 
 Kind = Literal["source", "annotator", "filter", "global", "sink"]
@@ -44,19 +48,20 @@ MAP_KINDS: tuple[Kind, ...] = ("annotator", "filter")
 
 @dataclass(frozen=True)
 class Job:
-    """One task: ``fn(*args)`` on a worker, done when its marker ``name`` holds the stage hash."""
+    """One unit of a stage's work: ``fn(*args)`` on a worker, done when its marker ``name`` holds
+    the stage hash."""
 
     name: str
     fn: Callable[..., dict[str, Any]]
     args: tuple[Any, ...] = ()
     reads: tuple[str, ...] = ()
-    """The files the task reads, for the error message when it fails."""
+    """The files the job reads, for the error message when it fails."""
     weight: int | None = None
-    """The bytes the task reads, where its planner knows them (else the sizes of ``reads``
-    found on the driver's node): the executor starts a stage's heaviest tasks first."""
+    """The bytes the job reads, where its planner knows them (else the sizes of ``reads``
+    found on the driver's node): the executor starts a stage's heaviest jobs first."""
 
     def describe_reads(self) -> str:
-        return named(self.reads, "files") if self.reads else "see the task arguments"
+        return named(self.reads, "files") if self.reads else "see the job arguments"
 
 
 class StageRun(Protocol):
@@ -65,7 +70,7 @@ class StageRun(Protocol):
     recipe: Recipe
     name: str
     run: schema.RunPaths
-    task: TaskContext
+    ctx: JobContext
     upstream: str | None
     hashes: Mapping[str, str]
     shards: Sequence[Any]
@@ -84,8 +89,8 @@ class StageRun(Protocol):
         """Run a phase's jobs (skipping those done); their stats, in job order."""
         ...
 
-    def run_tasks(self, label: str, jobs: Sequence[Job]) -> list[dict[str, Any]]:
-        """Like ``run_phase``, for the stage's output tasks (counted as the stage's tasks)."""
+    def run_output_jobs(self, label: str, jobs: Sequence[Job]) -> list[dict[str, Any]]:
+        """Like ``run_phase``, for the jobs that write the stage's output (counted as its ran and skipped jobs)."""
         ...
 
     def call(self, point: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -178,9 +183,9 @@ class StageSpec:
     then gives the stage its config)."""
     map_fn: Callable[[StageRun], Callable[[pa.Table], MapResult]] | None = None
     """Map kinds: the pure shard function (configured), built once on the driver when the stage
-    begins (its upstream complete), and shipped to every shard's task."""
+    begins (its upstream complete), and shipped to every shard's job."""
     phases: Callable[[StageRun], list[dict[str, Any]]] | None = None
-    """Global and sink kinds: run the phases, return the output tasks' stats for ``_stats.json``."""
+    """Global and sink kinds: run the phases, return the output jobs' stats for ``_stats.json``."""
     plan: Callable[[Recipe, PlanTasks], tuple[list[Any], str]] | None = None
     """Source kind: the shards of the recipe's sources, and the plan's hash (a stat walk, no reads);
     a large plan may list its inputs in tasks."""

@@ -165,7 +165,7 @@ def _check_output(name: str, cfg: UserStageConfig, table: pa.Table, out: Any) ->
 
 
 def run_user_stage(table: pa.Table, *, name: str, cfg: UserStageConfig) -> MapResult:
-    """One shard through a user function, checked against the contract; the map task body."""
+    """One shard through a user function, checked against the contract; the map job body."""
     obj = resolve(name, cfg)
     if _is_datatrove_filter(obj):
         from codecorpus.pipeline import datatrove

@@ -47,9 +47,9 @@ from codecorpus.runtime.session import PipelineError, init_ray, stop_ray, stop_r
 from codecorpus.storage.atomic import OutputWriteError, atomic_write_bytes
 
 if TYPE_CHECKING:
-    from codecorpus.pipeline.tasks import TaskContext
+    from codecorpus.pipeline.bodies import JobContext
 
-# codecorpus.pipeline.tasks (pyarrow.compute, numpy) is imported where it is used, once the run
+# codecorpus.pipeline.bodies (pyarrow.compute, numpy) is imported where it is used, once the run
 # runs: ``launch.start`` imports it beside Ray's start (``remote.WARM_MODULES``), not before it.
 
 
@@ -58,12 +58,12 @@ class StageOutcome:
     name: str
     stats: dict[str, Any]
     seconds: float
-    skipped_tasks: int = 0
-    ran_tasks: int = 0
+    skipped_jobs: int = 0
+    ran_jobs: int = 0
     task_seconds: float = 0.0
     """Wall seconds the stage's tasks spent inside their bodies, summed over tasks (every phase)."""
     cpu_seconds: float = 0.0
-    """CPU seconds of those task bodies (the work itself, whatever else the machine runs)."""
+    """CPU seconds of those job bodies (the work itself, whatever else the machine runs)."""
 
 
 @dataclass
@@ -136,10 +136,10 @@ class Executor:
         stage = self.stage_run(spec.name)
         try:
             if spec.kind == "source":
-                results = stage.run_tasks(spec.name, spec.source_jobs(stage))
+                results = stage.run_output_jobs(spec.name, spec.source_jobs(stage))
             elif spec.kind in MAP_KINDS:
-                job = map_job(stage, spec.map_fn(stage))
-                results = stage.run_tasks(spec.name, [job(i) for i in range(stage.shard_count(stage.upstream))])
+                job = shard_job(stage, spec.map_fn(stage))
+                results = stage.run_output_jobs(spec.name, [job(i) for i in range(stage.shard_count(stage.upstream))])
             else:
                 results = spec.phases(stage)
         except PipelineError:  # a stopped run leaves no partial file on this node
@@ -168,7 +168,7 @@ class Executor:
         self.hashes.update(stage_hashes(self.recipe, plan_hash))
         self.plan_seconds = time.perf_counter() - t0
 
-    def run_jobs(self, label: str, jobs: Sequence[Job], ctx: TaskContext) -> tuple[int, int, list[dict]]:
+    def run_jobs(self, label: str, jobs: Sequence[Job], ctx: JobContext) -> tuple[int, int, list[dict]]:
         """Run a phase's jobs on Ray, skipping those whose marker holds the stage hash:
         (ran, skipped, their stats in job order)."""
         return self.scheduler.run_jobs(label, ctx.stage, jobs, functools.partial(known, ctx))
@@ -196,7 +196,7 @@ class _StageRun:
     and the executor's job runner."""
 
     def __init__(self, executor: Executor, spec: StageSpec):
-        from codecorpus.pipeline.tasks import TaskContext
+        from codecorpus.pipeline.bodies import JobContext
 
         self._ex = executor
         self.spec = spec
@@ -204,7 +204,7 @@ class _StageRun:
         self.recipe = executor.recipe
         self.run = executor.run
         self.hashes = executor.hashes
-        self.task = TaskContext(executor.run, spec.name, executor.hashes[spec.name])
+        self.ctx = JobContext(executor.run, spec.name, executor.hashes[spec.name])
         self.upstream = executor.upstream_of(spec.name)
         self.shards = executor.shards
         self.quiet = executor.quiet
@@ -224,10 +224,10 @@ class _StageRun:
         return self._ex.stats_of(stage)
 
     def run_phase(self, label: str, jobs: Sequence[Job]) -> list[dict[str, Any]]:
-        return self._ex.run_jobs(label, jobs, self.task)[2]
+        return self._ex.run_jobs(label, jobs, self.ctx)[2]
 
-    def run_tasks(self, label: str, jobs: Sequence[Job]) -> list[dict[str, Any]]:
-        ran, skipped, results = self._ex.run_jobs(label, jobs, self.task)
+    def run_output_jobs(self, label: str, jobs: Sequence[Job]) -> list[dict[str, Any]]:
+        ran, skipped, results = self._ex.run_jobs(label, jobs, self.ctx)
         self.ran, self.skipped = self.ran + ran, self.skipped + skipped
         return results
 
@@ -241,12 +241,12 @@ class _StageRun:
         self._ex.console.print(f"[yellow]{text}[/]", highlight=False)
 
 
-def map_job(stage: _StageRun, fn: Callable[..., Any]) -> Callable[[int], Job]:
+def shard_job(stage: _StageRun, fn: Callable[..., Any]) -> Callable[[int], Job]:
     """A map stage's job of shard ``i``: ``fn`` over the upstream's part ``i``."""
-    from codecorpus.pipeline import tasks
+    from codecorpus.pipeline import bodies
 
     def job(i: int) -> Job:
-        return Job(schema.shard_name(i), tasks.map_task, (stage.task, i, stage.upstream, fn),
+        return Job(schema.shard_name(i), bodies.map_job, (stage.ctx, i, stage.upstream, fn),
                    (str(stage.run.part(stage.upstream, i)),))
 
     return job

@@ -6,7 +6,7 @@ is complete under the current hashes and resets the stage's folder when it was m
 another hash (a sink's output sets too); it then writes the stage's hash (``_stage.json``).
 A task is done when its marker holds the stage's hash (``known``): the scheduler skips it, which
 is how a rerun resumes. When the stage's tasks are done, ``finish`` sums their stats, checks
-conservation (rows_in = rows_out + dropped, and the bytes: ``tasks.aggregate_stats``) and
+conservation (rows_in = rows_out + dropped, and the bytes: ``bodies.aggregate_stats``) and
 writes ``_stats.json`` with the hash and what the runtime measured (``TaskUsage``).
 
 No Ray here: it reads and writes the run directory only.
@@ -28,7 +28,7 @@ from codecorpus.storage.atomic import atomic_write_bytes, remove_stale_temps
 from codecorpus.storage.mirror import ensure_local
 
 if TYPE_CHECKING:
-    from codecorpus.pipeline.tasks import TaskContext
+    from codecorpus.pipeline.bodies import JobContext
     from codecorpus.runtime.scheduler import TaskUsage
 
 
@@ -42,11 +42,11 @@ def stage_hashes(recipe: Recipe, plan_hash: str) -> dict[str, str]:
     return out
 
 
-def known(ctx: TaskContext, task: str) -> dict[str, Any] | None:
+def known(ctx: JobContext, task: str) -> dict[str, Any] | None:
     """The stats of a task whose marker holds its stage's hash (done), else None."""
-    from codecorpus.pipeline import tasks
+    from codecorpus.pipeline import bodies
 
-    marker = tasks.read_marker(ctx, task)
+    marker = bodies.read_marker(ctx, task)
     return None if marker is None else marker["stats"]
 
 
@@ -79,10 +79,10 @@ class Lifecycle:
 
     def finish(self, stage: str, results: Sequence[dict[str, Any]], usage: TaskUsage | None) -> dict[str, Any]:
         """Sum the output tasks' stats (conservation checked), write ``_stats.json``; returns it."""
-        from codecorpus.pipeline import tasks
+        from codecorpus.pipeline import bodies
 
         memory = usage.memory.summary() if usage is not None else {}
-        stats = {"stage": stage, "hash": self.hashes[stage], **tasks.aggregate_stats(list(results)), "memory": memory}
+        stats = {"stage": stage, "hash": self.hashes[stage], **bodies.aggregate_stats(list(results)), "memory": memory}
         atomic_write_bytes(self.run.stats(stage), json.dumps(stats, indent=2, sort_keys=True).encode())
         return stats
 

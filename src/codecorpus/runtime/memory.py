@@ -37,7 +37,7 @@ def _status_bytes(*keys: str) -> dict[str, int]:
     return out
 
 
-def start_task() -> int | None:
+def start_job() -> int | None:
     """Reset this process's peak RSS; returns its RSS now (None where it cannot be measured)."""
     try:
         _CLEAR_REFS.write_text("5")
@@ -46,8 +46,8 @@ def start_task() -> int | None:
     return _status_bytes("VmRSS").get("VmRSS")
 
 
-def end_task(rss_before: int | None) -> dict[str, int] | None:
-    """``{"rss_before", "peak_rss"}`` of the task since ``start_task`` (None if unmeasured)."""
+def end_job(rss_before: int | None) -> dict[str, int] | None:
+    """``{"rss_before", "peak_rss"}`` of the task since ``start_job`` (None if unmeasured)."""
     if rss_before is None:
         return None
     peak = _status_bytes("VmHWM").get("VmHWM")

@@ -25,9 +25,9 @@ TASK_TIME = "_task_seconds"
 """The key under which a task's result carries its body's (wall, CPU) seconds back to the driver."""
 RUNTIME_KEYS = ("node", "memory", TASK_TIME)
 """What ``_remote`` adds to a task's stats dict: the runtime's, never an output's."""
-WARM_MODULES = ("codecorpus.pipeline.tasks", "pyarrow.parquet")
+WARM_MODULES = ("codecorpus.pipeline.bodies", "pyarrow.parquet")
 """What every run's tasks import: the shared task kinds and the Parquet reader. A stage's own
-modules are imported by its task bodies when they first run."""
+modules are imported by its job bodies when they first run."""
 
 
 def import_modules(modules: Sequence[str]) -> None:
@@ -51,13 +51,13 @@ def warm_workers(modules: Sequence[str]) -> None:
 @ray.remote(max_retries=TASK_RETRIES, retry_exceptions=True, scheduling_strategy="SPREAD")  # as Ray Data reads
 def _remote(point: str, fn: Callable[..., Any], *args: Any) -> Any:
     checkpoint(f"task:{point}")
-    rss_before = memory.start_task()
+    rss_before = memory.start_job()
     t0, cpu0 = time.perf_counter(), time.process_time()
     result = fn(*args)
     seconds = (time.perf_counter() - t0, time.process_time() - cpu0)
     if isinstance(result, dict):  # node, peak memory and time: for the stats and the console, never for outputs
         node = ray.get_runtime_context().get_node_id()
-        result = {**result, "node": node, "memory": memory.end_task(rss_before), TASK_TIME: seconds}
+        result = {**result, "node": node, "memory": memory.end_job(rss_before), TASK_TIME: seconds}
     memory.release()
     return result
 

@@ -30,6 +30,14 @@ import numpy as np
 import pyarrow as pa
 
 from codecorpus import schema
+from codecorpus.sft.columns import (
+    LOSS_MASK,
+    LOSS_TOKENS,
+    NUM_SEGMENTS,
+    SEGMENT_LENGTHS,
+    SUMMARY_SOURCE,
+    with_column,
+)
 from codecorpus.sft.config import SftRenderConfig
 from codecorpus.sft.render import (
     Escapes,
@@ -42,7 +50,7 @@ from codecorpus.sft.render import (
 )
 from codecorpus.sft.segment import Segmented, Unsplittable, segment_trace
 from codecorpus.sft.template import TemplateError, choose_template, compile_template
-from codecorpus.stage import MapResult, with_column
+from codecorpus.stage import MapResult
 from codecorpus.tokenize.config import TokenizerConfig
 from codecorpus.tokenize.tokenizer import Tokenizer, load_tokenizer
 
@@ -169,12 +177,12 @@ def _add_example_columns(out: pa.Table, kept: list[Segmented]) -> tuple[pa.Table
     masks = [np.concatenate([ex.mask for ex in s.examples]) for s in kept]
     seg_lengths = [[len(ex) for ex in s.examples] for s in kept]
     out = with_column(out, schema.TOKENS, _large_list(tokens, np.uint32, pa.uint32()))
-    out = with_column(out, schema.LOSS_MASK, _large_list(masks, np.uint8, pa.uint8()))
-    out = with_column(out, schema.SEGMENT_LENGTHS, pa.array(seg_lengths, pa.list_(pa.int32())))
+    out = with_column(out, LOSS_MASK, _large_list(masks, np.uint8, pa.uint8()))
+    out = with_column(out, SEGMENT_LENGTHS, pa.array(seg_lengths, pa.list_(pa.int32())))
     out = with_column(out, schema.NUM_TOKENS, pa.array([len(t) for t in tokens], pa.int64()))
-    out = with_column(out, schema.LOSS_TOKENS, pa.array([int(m.sum()) for m in masks], pa.int64()))
-    out = with_column(out, schema.NUM_SEGMENTS, pa.array([len(s) for s in seg_lengths], pa.int32()))
-    out = with_column(out, schema.SUMMARY_SOURCE, pa.array([s.summary_source for s in kept], pa.string()))
+    out = with_column(out, LOSS_TOKENS, pa.array([int(m.sum()) for m in masks], pa.int64()))
+    out = with_column(out, NUM_SEGMENTS, pa.array([len(s) for s in seg_lengths], pa.int32()))
+    out = with_column(out, SUMMARY_SOURCE, pa.array([s.summary_source for s in kept], pa.string()))
     counters: Counter[str] = Counter(
         tokens=sum(len(t) for t in tokens),
         loss_tokens=sum(int(m.sum()) for m in masks),

@@ -30,6 +30,7 @@ from typing import Any
 
 from codecorpus import schema
 from codecorpus.sft import swe_traj
+from codecorpus.sft.columns import TRACE_OUTCOMES
 from codecorpus.sft.messages import (
     MalformedTrace,
     _arguments,
@@ -115,7 +116,7 @@ def _outcome(record: dict[str, Any]) -> str:
     if isinstance(resolved, bool):
         return "resolved" if resolved else "unresolved"
     outcome = record.get("outcome")
-    if isinstance(outcome, str) and outcome in schema.TRACE_OUTCOMES:
+    if isinstance(outcome, str) and outcome in TRACE_OUTCOMES:
         return outcome
     return schema.UNKNOWN
 

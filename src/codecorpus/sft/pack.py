@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from codecorpus import schema
 from codecorpus.packing.bfd import best_fit_decreasing
+from codecorpus.sft.columns import LOSS_MASK, SEGMENT_LENGTHS
 
 
 @dataclass
@@ -47,10 +48,10 @@ def pack_examples(table: pa.Table, seq_len: int, dtype: np.dtype) -> PackedSft:
         return PackedSft(np.zeros(0, dtype), np.zeros(0, np.uint8), np.zeros(0, np.int32),
                          np.zeros(1, np.int64), empty, 0, 0)
     tokens, tok_off = _flat(table.column(schema.TOKENS))
-    mask, mask_off = _flat(table.column(schema.LOSS_MASK))
+    mask, mask_off = _flat(table.column(LOSS_MASK))
     if not np.array_equal(tok_off, mask_off):
         raise ValueError("tokens and loss_mask are not aligned row by row")
-    seg_lists = table.column(schema.SEGMENT_LENGTHS).to_pylist()
+    seg_lists = table.column(SEGMENT_LENGTHS).to_pylist()
     row = np.repeat(np.arange(len(seg_lists)), [len(s) for s in seg_lists])
     length = np.asarray([n for s in seg_lists for n in s], np.int64)
     within = np.concatenate([np.cumsum([0, *s[:-1]]) for s in seg_lists]).astype(np.int64)

@@ -48,7 +48,7 @@ class Unsplittable(ValueError):
 @dataclass
 class Segmented:
     examples: list[Rendered]
-    summary_source: str  # schema.SUMMARY_SOURCES: none, trace, extractive or mixed
+    summary_source: str  # columns.SUMMARY_SOURCES: none, trace, extractive or mixed
     escaped: int = 0  # special-token strings of the data rendered as plain text (sft_render.special_tokens)
 
 

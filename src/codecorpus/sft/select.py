@@ -48,8 +48,9 @@ from codecorpus.filters import decontam
 from codecorpus.filters.config import RedactConfig
 from codecorpus.filters.redact import redact_text
 from codecorpus.model import RecipeError
+from codecorpus.sft.columns import REDACTIONS, with_column
 from codecorpus.sft.config import SftSelectConfig
-from codecorpus.stage import MapResult, with_column
+from codecorpus.stage import MapResult
 
 STAGE = "sft_select"
 
@@ -276,7 +277,7 @@ def run(table: pa.Table, cfg: SftSelectConfig, index: decontam.DecontamIndex | N
         out.column_names.index(schema.TRACE_MESSAGES), schema.TRACE_MESSAGES,
         pa.array(kept_messages, pa.list_(schema.MESSAGE_TYPE)),
     )
-    out = with_column(out, schema.REDACTIONS, pa.array(redactions, pa.int32()))
+    out = with_column(out, REDACTIONS, pa.array(redactions, pa.int32()))
     out = out.set_column(out.column_names.index(schema.BYTES), out.schema.field(schema.BYTES),
                          pa.array([nbytes[i] for i in keep], out.schema.field(schema.BYTES).type))
     drops = sorted(problems.items())

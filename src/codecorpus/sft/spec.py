@@ -4,7 +4,7 @@
         -> sft_dedup (bands -> edges -> clusters -> apply) -> sft_render (filter) -> sft_pack (sink)
 
 They run on the same executor as the pretraining stages (markers, resume, stats, the
-rows_in = rows_out + dropped check); the task bodies are in ``sft/task.py``. Like every spec
+rows_in = rows_out + dropped check); the job bodies are in ``sft/bodies.py``. Like every spec
 module, this one imports them inside the functions that use them: a recipe's load imports
 every spec (the stage registry), and none of the stages' dependencies.
 """
@@ -34,10 +34,10 @@ if TYPE_CHECKING:
 
 
 def ingest_jobs(run: StageRun) -> list[Job]:
-    from codecorpus.sft import task as sfttask
+    from codecorpus.sft import bodies as sft_bodies
 
     return [
-        Job(schema.shard_name(i), sfttask.ingest_task, (run.task, i, files, run.cfg),
+        Job(schema.shard_name(i), sft_bodies.ingest_job, (run.ctx, i, files, run.cfg),
             tuple(f.uri for f in files))
         for i, files in enumerate(run.shards)
     ]
@@ -51,52 +51,52 @@ def validate_fn(run: StageRun) -> functools.partial:
 
 def dedup_phases(run: StageRun) -> list[dict[str, Any]]:
     """bands (per shard) -> edges (per bucket) -> clusters (one task) -> apply (per shard)."""
-    from codecorpus.pipeline import tasks
+    from codecorpus.pipeline import bodies
     from codecorpus.sft import dedup
 
-    cfg, ctx, upstream = run.cfg, run.task, run.upstream
+    cfg, ctx, upstream = run.cfg, run.ctx, run.upstream
     n = run.shard_count(upstream)
     run.run_phase("sft_dedup: bands", [
-        Job(f"bands-{schema.shard_name(i)}", tasks.scatter_task,
+        Job(f"bands-{schema.shard_name(i)}", bodies.scatter_job,
             (ctx, "bands", i, upstream, functools.partial(dedup.bands, cfg=cfg, seed=run.recipe.seed)))
         for i in range(n)
     ])
     run.run_phase("sft_dedup: edges", [
-        Job(f"edges-p{b:05d}", tasks.reduce_task, (ctx, "edges", "bands", b, n, functools.partial(dedup.edges, cfg=cfg)))
+        Job(f"edges-p{b:05d}", bodies.reduce_job, (ctx, "edges", "bands", b, n, functools.partial(dedup.edges, cfg=cfg)))
         for b in range(cfg.buckets)
     ])
     run.run_phase("sft_dedup: clusters", [
-        Job("clusters-p00000", tasks.reduce_task,
+        Job("clusters-p00000", bodies.reduce_job,
             (ctx, "clusters", "edges", 0, cfg.buckets, functools.partial(dedup.clusters, n_shards=n)))
     ])
-    return run.run_tasks("sft_dedup: apply", [
-        Job(schema.shard_name(i), tasks.apply_task, (ctx, i, upstream, "clusters", 1, dedup.apply),
+    return run.run_output_jobs("sft_dedup: apply", [
+        Job(schema.shard_name(i), bodies.apply_job, (ctx, i, upstream, "clusters", 1, dedup.apply),
             (str(run.run.part(upstream, i)),))
         for i in range(n)
     ])
 
 
 def render_fn(run: StageRun) -> functools.partial:
+    from codecorpus.sft import bodies as sft_bodies
     from codecorpus.sft import examples
-    from codecorpus.sft import task as sfttask
 
     return functools.partial(
         examples.run, cfg=run.cfg, tokenizer_cfg=run.recipe.tokenizer,
-        max_tokens=sfttask.sft_output(run.recipe).seq_len,
+        max_tokens=sft_bodies.sft_output(run.recipe).seq_len,
     )
 
 
 def pack_phases(run: StageRun) -> list[dict[str, Any]]:
-    from codecorpus.sft import task as sfttask
+    from codecorpus.sft import bodies as sft_bodies
 
-    out = sfttask.sft_output(run.recipe)
+    out = sft_bodies.sft_output(run.recipe)
     jobs = [
-        Job(f"{out.name}-{schema.shard_name(i)}", sfttask.pack_task,
-            (run.task, out, i, run.upstream, run.recipe.tokenizer), (str(run.run.part(run.upstream, i)),))
+        Job(f"{out.name}-{schema.shard_name(i)}", sft_bodies.pack_job,
+            (run.ctx, out, i, run.upstream, run.recipe.tokenizer), (str(run.run.part(run.upstream, i)),))
         for i in range(run.shard_count(run.upstream))
     ]
-    results = run.run_tasks(f"sft_pack: {out.name}", jobs)
-    sfttask.write_set_manifest(run.run, run.recipe, results, merge_small_shards(run, out, results))
+    results = run.run_output_jobs(f"sft_pack: {out.name}", jobs)
+    sft_bodies.write_set_manifest(run.run, run.recipe, results, merge_small_shards(run, out, results))
     return results
 
 
@@ -125,11 +125,11 @@ def dedup_parts(recipe: Any) -> list[Any]:
 
 def render_parts(recipe: Any) -> list[Any]:
     """The tokenizer, the chat template's bytes and the context length that splits traces."""
-    from codecorpus.sft import task as sfttask
+    from codecorpus.sft import bodies as sft_bodies
     from codecorpus.sft.template import choose_template
 
     template = choose_template(recipe.stages.sft_render, recipe.tokenizer)
-    return [recipe.tokenizer, template.sha256, sfttask.sft_output(recipe).seq_len]
+    return [recipe.tokenizer, template.sha256, sft_bodies.sft_output(recipe).seq_len]
 
 
 def pack_parts(recipe: Any) -> list[Any]:

@@ -107,7 +107,7 @@ def normalize_traj(record: dict[str, Any], fallback_id: str = "") -> dict[str, A
 
 
 def traj_outcome(record: dict[str, Any], info: dict[str, Any]) -> str:
-    """The outcome vocabulary of ``schema.TRACE_OUTCOMES`` from ``info``.
+    """The outcome vocabulary of ``columns.TRACE_OUTCOMES`` from ``info``.
 
     >>> traj_outcome({}, {"exit_status": "submitted", "submission": "diff --git a/x b/x"})
     'submitted'

@@ -30,6 +30,7 @@ from typing import Any
 import pyarrow as pa
 
 from codecorpus import schema
+from codecorpus.sft.columns import TRACE_ROLES
 from codecorpus.sft.config import SftValidateConfig
 from codecorpus.stage import MapResult
 
@@ -116,7 +117,7 @@ def check_trace(messages: list[dict[str, Any]], tools: str | None, cfg: SftValid
     """(reason, detail) of the first problem of a trace, or None when it is valid."""
     if not messages:
         return "no_messages", "empty conversation"
-    bad = [m["role"] for m in messages if m["role"] not in schema.TRACE_ROLES]
+    bad = [m["role"] for m in messages if m["role"] not in TRACE_ROLES]
     if bad:
         return "bad_role", f"roles {sorted(set(bad))}"
     order = _order_problem(messages)

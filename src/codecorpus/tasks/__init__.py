@@ -13,7 +13,8 @@ model from :mod:`codecorpus.tasks.config`)::
     task_outputs     unique -> swebench.task_records (exact duplicate tasks dropped; tasks.jsonl,
                                                      tasks-eval.jsonl; the edit set packed)
 
-The specs are in :mod:`codecorpus.tasks.spec`, the task bodies in :mod:`codecorpus.tasks.task`.
+The specs are in :mod:`codecorpus.tasks.spec`, the job bodies in :mod:`codecorpus.tasks.bodies`,
+the commits source's plan in :mod:`codecorpus.tasks.plan`.
 
 Column names and the commit row's Arrow schema live in :mod:`codecorpus.tasks.columns`.
 """

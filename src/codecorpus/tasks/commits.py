@@ -94,6 +94,20 @@ _EXCLUDED_ONLY = {
     "symlink": "symlink_only", "submodule": "submodule_bump",
 }  # fmt: skip
 
+PLAN_WALK_SUFFIX = ".walk"
+"""A repository's listed history walk: ``git rev-list``'s own output, an object id and a newline per
+commit (fixed width, ``walk_line_bytes``, so a slice reads its commits at ``skip * width``)."""
+
+
+def walk_line_bytes(oid: str) -> int:
+    """The width of a walk file's lines in a repository whose object ids are like ``oid``."""
+    return len(oid) + 1
+
+
+def plan_walk_file(plan_dir: Path | str, key: str) -> Path:
+    """The listed walk of one repository in the commits stage's plan folder (``RunPaths.plan_dir``)."""
+    return Path(plan_dir) / f"{key}{PLAN_WALK_SUFFIX}"
+
 
 class GitError(RuntimeError):
     """A git command of the plan failed; the message names the repository and the fix."""
@@ -119,7 +133,7 @@ class CommitSlice:
     before, which is quadratic over a long history: ``start`` is the sha from which git walks
     the slice itself (a slice of a first-parent walk, or the only slice of a walk of every
     parent); ``listing``, in a walk of every parent cut into slices, is the plan's file of the
-    whole walk (``schema.plan_walk_file``, whose sha256 is ``walk_sha256``), of which the slice
+    whole walk (``plan_walk_file``, whose sha256 is ``walk_sha256``), of which the slice
     reads its ``count`` lines after ``skip`` and hands them to git."""
 
     repository: Repository
@@ -225,7 +239,7 @@ def plan_slices(
             raise GitError(f"{repo.repo}: {repo.gitdir} names its objects by {len(tip) * 4}-bit ids (sha256); "
                            "only sha1 repositories are read")  # fmt: skip
         ends, left_out = _mainline_bounds(repo, cfg, tip) if _bounded(cfg, repo.repo) else ([], 0)
-        width = schema.walk_line_bytes(tip)
+        width = walk_line_bytes(tip)
         if cfg.first_parent:
             revisions, stop = [*walk_args(cfg), *_cap_args(cfg, repo.repo), tip], None
         elif _bounded(cfg, repo.repo):
@@ -246,7 +260,7 @@ def plan_slices(
                 out += [CommitSlice(repo, tip, 0, total, start=start, stop=stop)] if total else []
             else:
                 assert plan_dir is not None
-                listing = schema.plan_walk_file(plan_dir, _walk_key(repo))
+                listing = plan_walk_file(plan_dir, _walk_key(repo))
                 digest = _copy_walk(walk, listing)
                 out += [CommitSlice(repo, tip, skip, min(n, total - skip), listing=str(listing), walk_sha256=digest)
                         for skip in skips]  # fmt: skip
@@ -299,7 +313,7 @@ def slice_shas(sl: CommitSlice, cfg: CommitsConfig) -> list[str]:
         return _git(sl.repository.gitdir, "rev-list", *sl.revisions(cfg)).split()
     try:
         with open(mirror.ensure_local(sl.listing), "rb") as f:
-            shas = _walk_lines(f, sl.skip, sl.count, schema.walk_line_bytes(sl.tip))
+            shas = _walk_lines(f, sl.skip, sl.count, walk_line_bytes(sl.tip))
     except OSError as err:
         raise GitError(f"{sl.repository.repo}: the plan's walk file cannot be read ({err}); run again: "
                        "the plan writes it anew") from None  # fmt: skip

@@ -13,39 +13,21 @@ merge's whole pull request, a squash or rebase commit) that change tests and cod
 candidates' own rules. Both keep the time split: a task merged (a commit committed) after
 ``task_outputs.eval_after`` is an evaluation task and never a training example. The repositories come from the recipe's ``type: git`` sources, found as
 ingest finds them: a repository, a folder searched for repositories, or a list file.
+
+The job bodies are in ``tasks/bodies.py``, the commits plan in ``tasks/plan.py``. Like every
+spec module, this one imports them inside the functions that use them: a recipe's load imports
+every spec (the stage registry), and none of the stages' dependencies.
 """
 
 from __future__ import annotations
 
 import functools
-import logging
-import time
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codecorpus import schema
-from codecorpus.ingest import git
-from codecorpus.ingest.config import GitSource
-from codecorpus.manifests import manifest as mf
-from codecorpus.model import RecipeError, config_hash
 from codecorpus.packing.spec import merge_small_shards
-from codecorpus.pipeline import tasks
-from codecorpus.pipeline.spec import (
-    Job,
-    PlanTasks,
-    StageRun,
-    StageSpec,
-    plan_batches,
-    plan_inline,
-    repositories,
-)
-from codecorpus.sft import task as sfttask
-from codecorpus.storage import mirror
-from codecorpus.tasks import candidates, dedup, edits, filters, github, unique
-from codecorpus.tasks import task as ttask
-from codecorpus.tasks.commits import CommitSlice, GitError, Repository, plan_slices
+from codecorpus.pipeline.spec import Job, PlanTasks, StageRun, StageSpec
 from codecorpus.tasks.config import (
     CommitDedupConfig,
     CommitFiltersConfig,
@@ -55,145 +37,30 @@ from codecorpus.tasks.config import (
     TaskSetConfig,
 )
 
-log = logging.getLogger(__name__)
-
-Part = CommitSlice | ttask.RepositoryProblem
-"""One repository's slice, or a repository that cannot be read: what the plan lists."""
+if TYPE_CHECKING:
+    from codecorpus.tasks.bodies import CommitShard
 
 
-# --- commits: the plan ---------------------------------------------------------------------
+# --- commits ---------------------------------------------------------------------------------
 
 
-def _listed(src: GitSource) -> list[git.Found]:
-    form = git.source_form(src)
-    found = git.find_repositories(Path(src.path)) if form == "folder" else git.listed_repositories(Path(src.path))
-    named = git.name_repositories(list(found))
-    if not named:
-        raise RecipeError(f"sources[{src.name}].path: no git repository under {src.path}; point path at a "
-                          "repository, a folder of repositories, or a list file of repository paths/URLs")  # fmt: skip
-    return named
+def plan_commits(recipe: Any, plan_tasks: PlanTasks) -> tuple[list[CommitShard], str]:
+    """The shards of every repository's walk and their hash (``tasks/plan.py``)."""
+    from codecorpus.tasks import plan
 
-
-INLINE_REPOSITORIES = 500
-"""Folders and lists of at most this many local repositories are planned on the driver, beside
-Ray's start; more are planned in tasks (``BATCH_REPOSITORIES`` a task), ``PLAN_INLINE_ENV``
-overriding. A repository's plan is two git processes; planning tasks first wait for Ray's
-workers and then share the plan among the CPUs, so they pay off only for folders of several
-hundred repositories, later on few CPUs than on many; the threshold lies between the two."""
-BATCH_REPOSITORIES = 100
-
-
-def _source_parts(src: GitSource, cfg: CommitsConfig, plan_dir: Path, plan_tasks: PlanTasks) -> list[Part]:
-    """The slices of every repository of one source; a repository of a folder or list that git
-    cannot open (or without the revision) is one drop, a lone repository is a recipe error.
-
-    The repositories of a folder or list are found on the driver, and planned there when they
-    are few; else in planning tasks (each repository's ``rev-parse`` and ``rev-list``: a few
-    ms of git each, which on a folder of 10,000 repositories would keep the driver a minute).
-    Repositories to be cloned from URLs are planned on the driver, which clones them; a slice
-    read on another node clones its URL there (``Repository.url``). The parts are in the order
-    of the source's repositories either way."""
-    if git.source_form(src) == "repository":
-        repo = Repository(src.name, git.repo_name(src), git.resolve_gitdir(src), git.url_of(src.path))
-        try:
-            return list(plan_slices([repo], cfg, src.revision, plan_dir))
-        except GitError as err:
-            raise RecipeError(f"sources[{src.name}]: {err}") from None
-    found = _listed(src)
-    planner = _PlanRepositories(src, cfg, str(plan_dir))
-    local = [f for f in found if not git.is_url(f.location)]
-    if len(local) <= plan_inline(INLINE_REPOSITORIES):
-        return [part for parts in planner(found) for part in parts]
-    clones = iter(planner([f for f in found if git.is_url(f.location)]))
-    t0 = time.perf_counter()
-    batches = plan_batches(local, BATCH_REPOSITORIES)
-    planned = plan_tasks.map(f"plan-{src.name}", planner, batches, repositories)
-    in_tasks = iter([parts for batch in planned for parts in batch])
-    log.info("commits: planned %d repositories of %s in planning tasks (%d) in %.1f s, %d to clone on the driver",
-             len(local), src.name, len(batches), time.perf_counter() - t0, len(found) - len(local))
-    return [part for f in found for part in next(clones if git.is_url(f.location) else in_tasks)]
-
-
-@dataclass(frozen=True)
-class _PlanRepositories:
-    """The slices (or the drop) of each of some repositories of one folder or list source, in order."""
-
-    src: GitSource
-    cfg: CommitsConfig
-    plan_dir: str
-
-    def __call__(self, found: Sequence[git.Found]) -> list[list[Part]]:
-        out: list[list[Part]] = []
-        for f in found:
-            repo = Repository(self.src.name, f.name, "")
-            if f.problem is not None:
-                out.append([ttask.RepositoryProblem(repo, *f.problem)])
-                continue
-            try:
-                gitdir = git.resolve_gitdir(self.src.model_copy(update={"path": f.location, "repo": None}))
-                repo = Repository(self.src.name, f.name, gitdir, git.url_of(f.location))
-                out.append(plan_slices([repo], self.cfg, self.src.revision, self.plan_dir))
-            except (RecipeError, GitError) as err:
-                out.append([ttask.RepositoryProblem(repo, "bad_repository", str(err))])
-        return out
-
-
-def plan_commits(recipe: Any, plan_tasks: PlanTasks) -> tuple[list[ttask.CommitShard], str]:
-    """The shards of every repository's walk (``git rev-list``, no commit read) and their hash: a new
-    commit on a branch moves its tip, and new GitHub metadata changes its files' hashes, either of
-    which redoes the stages. A walk of every parent longer
-    than a slice is written to the run's plan folder, from which its slices read their commits."""
-    cfg = recipe.stages.commits
-    meta = cfg.github_metadata
-    if meta is not None and not git.is_url(meta) and not meta.startswith("s3://") and not Path(meta).is_dir():
-        raise RecipeError(f"stages.commits.github_metadata: {meta} is not a folder; point it at a folder holding "
-                          "owner__name.json or owner__name/*.json per repository (gh api --paginate output)")  # fmt: skip
-    plan_dir = plan_tasks.run.plan_dir(COMMITS.name)
-    mirror.remove_tree(plan_dir)  # walks of an older plan
-    parts = [part for src in recipe.sources for part in _source_parts(src, cfg, plan_dir, plan_tasks)]
-    if not parts:
-        raise RecipeError("stages.commits: no commit of any repository is in the walk: widen since / until, "
-                          "or check each source's revision")  # fmt: skip
-    shards = _grouped(parts, cfg.commits_per_slice)
-    metadata = sorted({p.repository.repo for p in parts}) if meta is not None else []
-    metadata_hash = [[repo, github.fingerprint(meta, repo)] for repo in metadata]
-    return shards, config_hash([[[_fingerprint(part) for part in shard.parts] for shard in shards], metadata_hash])
-
-
-SHARD_PARTS = 100
-"""The most repositories one commits shard reads (each costs a few git processes)."""
-
-
-def _grouped(parts: list[Part], commits_per_slice: int) -> list[ttask.CommitShard]:
-    """Consecutive parts into shards of at most ``commits_per_slice`` commits and ``SHARD_PARTS``
-    parts (a repository that cannot be read counts as one): a long history's slices are a shard
-    each, a folder's small histories share theirs."""
-    shards, group, total = [], [], 0
-    for part in parts:
-        size = part.count if isinstance(part, CommitSlice) else 1
-        if group and (total + size > commits_per_slice or len(group) == SHARD_PARTS):
-            shards.append(ttask.CommitShard(tuple(group)))
-            group, total = [], 0
-        group.append(part)
-        total += size
-    return [*shards, ttask.CommitShard(tuple(group))] if group else shards
-
-
-def _fingerprint(part: Part) -> list[Any]:
-    repo = part.repository
-    if isinstance(part, ttask.RepositoryProblem):
-        return [repo.source, repo.repo, part.reason, part.detail]
-    # what the slice's git is given: its first commit, or the walk file's bytes
-    return [repo.source, repo.repo, part.tip, part.skip, part.count, part.start or part.walk_sha256]
+    return plan.plan_commits(recipe, plan_tasks)
 
 
 def commit_jobs(run: StageRun) -> list[Job]:
     """One task per shard: a slice of a long history, or the small histories of several repositories."""
+    from codecorpus.tasks import bodies as task_bodies
+    from codecorpus.tasks.commits import CommitSlice
+
     jobs = []
     for i, shard in enumerate(run.shards):
         reads = [p.repository.gitdir or p.repository.repo for p in shard.parts]
         reads += [p.listing for p in shard.parts if isinstance(p, CommitSlice) and p.listing is not None]
-        jobs.append(Job(schema.shard_name(i), ttask.commits_task, (run.task, i, shard, run.cfg), tuple(reads)))
+        jobs.append(Job(schema.shard_name(i), task_bodies.commits_job, (run.ctx, i, shard, run.cfg), tuple(reads)))
     return jobs
 
 
@@ -202,34 +69,18 @@ def commit_jobs(run: StageRun) -> list[Job]:
 
 def filters_fn(run: StageRun) -> functools.partial:
     """CommitPackFT's rules; in ``mode: annotate`` the same function keeps every row (no drops)."""
+    from codecorpus.tasks import filters
+
     return functools.partial(filters.run, cfg=run.cfg)
 
 
 def candidates_fn(run: StageRun) -> functools.partial:
     """The tasks' own rules over the commits source's rows; the candidates read each repository (the
     commits a merge landed, the apply check) in its git directory, found as the plan found it."""
-    repos = repository_dirs(run.recipe)
+    from codecorpus.tasks import candidates, plan
+
+    repos = plan.repository_dirs(run.recipe)
     return functools.partial(candidates.run, cfg=run.cfg, repos=repos)
-
-
-def repository_dirs(recipe: Any) -> dict[tuple[str, str], tuple[str, str]]:
-    """(source, repository) -> (git directory, the URL it is a clone of, or '') of every repository
-    of the recipe's git sources, found as the commits plan finds them (a URL's clone is the plan's)."""
-    out: dict[tuple[str, str], tuple[str, str]] = {}
-    for src in recipe.sources:
-        if not isinstance(src, GitSource):
-            continue
-        if git.source_form(src) == "repository":
-            out[src.name, git.repo_name(src)] = (git.resolve_gitdir(src), git.url_of(src.path))
-            continue
-        for f in _listed(src):
-            if f.problem is None:
-                try:
-                    gitdir = git.resolve_gitdir(src.model_copy(update={"path": f.location, "repo": None}))
-                except RecipeError:
-                    continue  # the commits stage dropped it as bad_repository
-                out[src.name, f.name] = (gitdir, git.url_of(f.location))
-    return out
 
 
 def _eval_after(recipe: Any) -> Any:
@@ -237,6 +88,8 @@ def _eval_after(recipe: Any) -> Any:
 
 
 def edit_fn(run: StageRun) -> functools.partial:
+    from codecorpus.tasks import edits
+
     return functools.partial(edits.run_training, cfg=run.cfg, eval_after=_eval_after(run.recipe))
 
 
@@ -251,24 +104,27 @@ def edit_parts(recipe: Any) -> list[Any]:
 
 def dedup_phases(run: StageRun) -> list[dict[str, Any]]:
     """keys (per shard) -> groups (per bucket) -> clusters (one task, duplicates only) -> apply."""
-    cfg, ctx, upstream = run.cfg, run.task, run.upstream
+    from codecorpus.pipeline import bodies
+    from codecorpus.tasks import dedup
+
+    cfg, ctx, upstream = run.cfg, run.ctx, run.upstream
     n, b = run.shard_count(upstream), cfg.buckets
     run.run_phase("commit_dedup: keys", [
-        Job(f"keys-{schema.shard_name(i)}", tasks.scatter_task,
+        Job(f"keys-{schema.shard_name(i)}", bodies.scatter_job,
             (ctx, "keys", i, upstream, functools.partial(dedup.scatter_keys, cfg=cfg, buckets=b)),
             (str(run.run.part(upstream, i)),))
         for i in range(n)
     ])
     run.run_phase("commit_dedup: groups", [
-        Job(f"groups-p{p:05d}", tasks.reduce_task, (ctx, "groups", "keys", p, n, dedup.group_keys))
+        Job(f"groups-p{p:05d}", bodies.reduce_job, (ctx, "groups", "keys", p, n, dedup.group_keys))
         for p in range(b)
     ])
     run.run_phase("commit_dedup: clusters", [
-        Job("clusters-p00000", tasks.reduce_task,
+        Job("clusters-p00000", bodies.reduce_job,
             (ctx, "clusters", "groups", 0, b, functools.partial(dedup.decide_clusters, cfg=cfg, n_shards=n)))
     ])
-    return run.run_tasks("commit_dedup: apply", [
-        Job(schema.shard_name(i), tasks.apply_own_task,
+    return run.run_output_jobs("commit_dedup: apply", [
+        Job(schema.shard_name(i), bodies.apply_own_job,
             (ctx, i, upstream, ("keys", b), "clusters", 1, dedup.apply_clusters), (str(run.run.part(upstream, i)),))
         for i in range(n)
     ])
@@ -283,22 +139,27 @@ def output_phases(run: StageRun) -> list[dict[str, Any]]:
     per shard in memory); the edit set packed (per rendered shard, the SFT pack body) with its
     manifest; then the run manifest: the edit set and the task files, each with its sha256.
     The stage's rows are the tasks."""
-    cfg, ctx, upstream = run.cfg, run.task, run.upstream
+    from codecorpus.manifests import manifest as mf
+    from codecorpus.pipeline import bodies
+    from codecorpus.tasks import bodies as task_bodies
+    from codecorpus.tasks import unique
+
+    cfg, ctx, upstream = run.cfg, run.ctx, run.upstream
     n = run.shard_count(upstream)
     run.run_phase("task_outputs: keys", [
-        Job(f"keys-{schema.shard_name(i)}", tasks.scatter_task, (ctx, "keys", i, upstream, unique.task_keys),
+        Job(f"keys-{schema.shard_name(i)}", bodies.scatter_job, (ctx, "keys", i, upstream, unique.task_keys),
             (str(run.run.part(upstream, i)),))
         for i in range(n)
     ])  # fmt: skip
     decide = functools.partial(unique.decide, n_shards=n)
     run.run_phase("task_outputs: decide", [
-        Job("decide-p00000", tasks.reduce_task, (ctx, "decide", "keys", 0, n, decide))
+        Job("decide-p00000", bodies.reduce_job, (ctx, "decide", "keys", 0, n, decide))
     ])  # fmt: skip
-    results = run.run_tasks("task_outputs: records", [
-        Job(schema.shard_name(i), ttask.records_task, (ctx, i, upstream, cfg), (str(run.run.part(upstream, i)),))
+    results = run.run_output_jobs("task_outputs: records", [
+        Job(schema.shard_name(i), task_bodies.records_job, (ctx, i, upstream, cfg), (str(run.run.part(upstream, i)),))
         for i in range(n)
     ])
-    merged = run.run_phase("task_outputs: write", [Job("write", ttask.merge_task, (ctx, n, cfg, "write"))])[0]
+    merged = run.run_phase("task_outputs: write", [Job("write", task_bodies.merge_job, (ctx, n, cfg, "write"))])[0]
     sets = [_pack_edit_set(run)] if run.recipe.stages.sft_render is not None else []
     manifest = mf.build_run_manifest(run.run.root, sets, files=merged["files"])
     mf.write_run_manifest(run.run.root, manifest)
@@ -306,13 +167,16 @@ def output_phases(run: StageRun) -> list[dict[str, Any]]:
 
 
 def _pack_edit_set(run: StageRun) -> Path:
-    out, rendered = sfttask.sft_output(run.recipe), "sft_render"
+    from codecorpus.sft import bodies as sft_bodies
+    from codecorpus.tasks import bodies as task_bodies
+
+    out, rendered = sft_bodies.sft_output(run.recipe), "sft_render"
     packed = run.run_phase(f"task_outputs: {out.name}", [
-        Job(f"{out.name}-{schema.shard_name(i)}", sfttask.pack_task,
-            (run.task, out, i, rendered, run.recipe.tokenizer), (str(run.run.part(rendered, i)),))
+        Job(f"{out.name}-{schema.shard_name(i)}", sft_bodies.pack_job,
+            (run.ctx, out, i, rendered, run.recipe.tokenizer), (str(run.run.part(rendered, i)),))
         for i in range(run.shard_count(rendered))
     ])
-    return ttask.write_edit_manifest(run.run, run.recipe, packed, merge_small_shards(run, out, packed))
+    return task_bodies.write_edit_manifest(run.run, run.recipe, packed, merge_small_shards(run, out, packed))
 
 
 def output_parts(recipe: Any) -> list[Any]:

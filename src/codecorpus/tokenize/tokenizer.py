@@ -52,7 +52,6 @@ import tiktoken.load
 import tokenizers
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
-from codecorpus import schema
 from codecorpus.model import RecipeError
 from codecorpus.storage.atomic import atomic_write_bytes
 from codecorpus.storage.mirror import ensure_local
@@ -61,6 +60,9 @@ from codecorpus.tokenize.config import TokenizerConfig, TrainTokenizerConfig
 os.environ.setdefault("FASTOKENS_BPE_THREADS", "1")
 
 _log = logging.getLogger(__name__)
+
+TOKENIZER_FILE = "tokenizer.json"
+"""File name of a trained tokenizer inside ``RunPaths.tokenizer_dir`` (HF tokenizers JSON)."""
 
 ENDOFTEXT = "<|endoftext|>"
 EOS_CANDIDATES = (ENDOFTEXT, "</s>", "<eos>", "<|end_of_text|>")
@@ -535,7 +537,7 @@ def cached_hf_tokenizer(name: str, cache: str | None = None) -> Path:
     repo_id, _, revision = name.partition("@")
     cache_dir = hf_cache_dir(cache)
     found = try_to_load_from_cache(
-        repo_id, schema.TOKENIZER_FILE, cache_dir=str(cache_dir), revision=revision or None
+        repo_id, TOKENIZER_FILE, cache_dir=str(cache_dir), revision=revision or None
     )
     if not isinstance(found, str):
         raise RecipeError(
@@ -617,7 +619,7 @@ def train_tokenizer(texts: Iterable[str], cfg: TrainTokenizerConfig, out_dir: Pa
     hf.train_from_iterator(texts, trainer=trainer)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / schema.TOKENIZER_FILE
+    target = out_dir / TOKENIZER_FILE
     atomic_write_bytes(target, hf.to_str(pretty=True).encode("utf-8"))
     return target
 

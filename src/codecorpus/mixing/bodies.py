@@ -1,4 +1,4 @@
-"""The mixing phase of the pack stage (Ray-free task bodies, like ``packing/task.py``).
+"""The mixing phase of the pack stage (Ray-free job bodies, like ``packing/bodies.py``).
 
     scan  (per mixed set x tokenized shard) -> group x hash-bin histogram of tokens and documents
     plan  (driver, once)                    -> RUN/mixing/plan.json (+ plan.parquet / plan.csv)
@@ -22,9 +22,9 @@ from codecorpus.mixing import groups as mg
 from codecorpus.mixing.plan import GroupSupply, SetPlan, plan_set, plans_json
 from codecorpus.model import RecipeError
 from codecorpus.packing.config import OutputSet
-from codecorpus.pipeline.tasks import (
+from codecorpus.pipeline.bodies import (
     InvariantError,
-    TaskContext,
+    JobContext,
     write_marker,
 )
 from codecorpus.storage.atomic import atomic_write_bytes
@@ -37,7 +37,7 @@ def scan_phase(set_name: str) -> str:
     return f"{PHASE}-{set_name}"
 
 
-def scan_task(ctx: TaskContext, out: OutputSet, seed: int, shard: int, in_stage: str) -> dict:
+def scan_job(ctx: JobContext, out: OutputSet, seed: int, shard: int, in_stage: str) -> dict:
     """Histogram one tokenized shard by the set's group key and document hash bin."""
     t0 = time.perf_counter()
     path = ctx.run.part(in_stage, shard)
@@ -51,7 +51,7 @@ def scan_task(ctx: TaskContext, out: OutputSet, seed: int, shard: int, in_stage:
     return stats
 
 
-def gather_supply(ctx: TaskContext, set_name: str, n_shards: int) -> dict[str, GroupSupply]:
+def gather_supply(ctx: JobContext, set_name: str, n_shards: int) -> dict[str, GroupSupply]:
     """Sum the shards' scans, one shard at a time, into dense per-group histograms."""
     supply: dict[str, GroupSupply] = {}
     for shard in range(n_shards):
@@ -129,7 +129,7 @@ def mixed_sets(outputs: tuple[OutputSet, ...] | list[OutputSet]) -> list[OutputS
     return mixed
 
 
-def plan_sets(ctx: TaskContext, outputs: list[OutputSet], seed: int, n_shards: int, upstream_stats: dict[str, Any]) -> list[SetPlan]:
+def plan_sets(ctx: JobContext, outputs: list[OutputSet], seed: int, n_shards: int, upstream_stats: dict[str, Any]) -> list[SetPlan]:
     """Plan every mixed set from its scans; strict sets raise ``RecipeError``."""
     plans = []
     for out in outputs:
@@ -143,4 +143,4 @@ def plan_sets(ctx: TaskContext, outputs: list[OutputSet], seed: int, n_shards: i
     return plans
 
 
-__all__ = ["format_plan", "plan_sets", "scan_task", "write_plans"]
+__all__ = ["format_plan", "plan_sets", "scan_job", "write_plans"]

@@ -1,4 +1,4 @@
-"""Task bodies of the SFT pipeline, Ray-free like ``pipeline/tasks.py`` (the specs: ``sft/spec.py``).
+"""Job bodies of the SFT pipeline, Ray-free like ``pipeline/bodies.py`` (the specs: ``sft/spec.py``).
 
 ::
 
@@ -25,17 +25,18 @@ from codecorpus import schema
 from codecorpus.manifests import manifest as mf
 from codecorpus.manifests import megatron
 from codecorpus.model import recipe_hash
+from codecorpus.packing.bodies import EmittedShards, tokenizer_config_record
 from codecorpus.packing.config import OutputSet
-from codecorpus.packing.task import EmittedShards, tokenizer_config_record
-from codecorpus.pipeline.tasks import (
+from codecorpus.pipeline.bodies import (
     InvariantError,
-    TaskContext,
+    JobContext,
     finish_shard,
     lang_breakdown,
     result_stats,
     write_marker,
 )
 from codecorpus.sft import ingest as sft_ingest
+from codecorpus.sft.columns import LOSS_TOKENS, NUM_SEGMENTS, SUMMARY_SOURCE
 from codecorpus.sft.config import SftIngestConfig
 from codecorpus.sft.pack import pack_examples
 from codecorpus.sft.template import choose_template
@@ -55,7 +56,7 @@ def sft_output(recipe: Recipe) -> OutputSet:
 # --- sft_ingest --------------------------------------------------------------------------
 
 
-def ingest_task(ctx: TaskContext, shard: int, files: list[sft_ingest.TraceFile], cfg: SftIngestConfig) -> dict:
+def ingest_job(ctx: JobContext, shard: int, files: list[sft_ingest.TraceFile], cfg: SftIngestConfig) -> dict:
     """Read one shard of trace files; rows_in is every record read (and every unreadable file)."""
     t0 = time.perf_counter()
     result = sft_ingest.read_shard(files, cfg)
@@ -69,14 +70,14 @@ def ingest_task(ctx: TaskContext, shard: int, files: list[sft_ingest.TraceFile],
 # --- sft_pack ------------------------------------------------------------------------------
 
 
-def pack_task(ctx: TaskContext, out: OutputSet, shard: int, in_stage: str, tok_cfg: TokenizerConfig) -> dict:
+def pack_job(ctx: JobContext, out: OutputSet, shard: int, in_stage: str, tok_cfg: TokenizerConfig) -> dict:
     """Pack one rendered shard into ``seq_len`` sequences: .bin/.idx, segment table, .mask.bin."""
     t0 = time.perf_counter()
     table = read_parquet(ctx.run.part(in_stage, shard))
     dtype = megatron.token_dtype(load_tokenizer(tok_cfg).vocab_size)
     packed = pack_examples(table, out.seq_len, dtype)
     tokens_in = int(np.sum(table.column(schema.NUM_TOKENS).to_numpy())) if table.num_rows else 0
-    loss_in = int(np.sum(table.column(schema.LOSS_TOKENS).to_numpy())) if table.num_rows else 0
+    loss_in = int(np.sum(table.column(LOSS_TOKENS).to_numpy())) if table.num_rows else 0
     record = None
     if table.num_rows:
         prefix = ctx.run.set_shard_prefix(out.name, shard)
@@ -94,9 +95,9 @@ def pack_task(ctx: TaskContext, out: OutputSet, shard: int, in_stage: str, tok_c
         "record": record.to_json() if record else None,
         "truncated_documents": 0,
         "documents_by_license": {},
-        "examples": int(table.column(schema.NUM_SEGMENTS).to_numpy().sum()) if table.num_rows else 0,
-        "split_traces": int((table.column(schema.NUM_SEGMENTS).to_numpy() > 1).sum()) if table.num_rows else 0,
-        "summary_sources": dict(Counter(table.column(schema.SUMMARY_SOURCE).to_pylist())),
+        "examples": int(table.column(NUM_SEGMENTS).to_numpy().sum()) if table.num_rows else 0,
+        "split_traces": int((table.column(NUM_SEGMENTS).to_numpy() > 1).sum()) if table.num_rows else 0,
+        "summary_sources": dict(Counter(table.column(SUMMARY_SOURCE).to_pylist())),
         "formats": dict(Counter(table.column(schema.TRACE_FORMAT).to_pylist())),
         "outcomes": dict(Counter(table.column(schema.TRACE_OUTCOME).to_pylist())),
     }

@@ -1,6 +1,6 @@
-"""The pack stage's task bodies: tokenized shard -> packed Megatron shard; then the manifests.
+"""The pack stage's job bodies: tokenized shard -> packed Megatron shard; then the manifests.
 
-Ray-free like ``pipeline/tasks.py``; ``packing/spec.py`` makes the jobs. Each tokenized shard is packed on its own (best-fit
+Ray-free like ``pipeline/bodies.py``; ``packing/spec.py`` makes the jobs. Each tokenized shard is packed on its own (best-fit
 decreasing within the shard), so packing is a map over shards and needs no
 single process to see the corpus; the set manifest is assembled from the
 shard records kept in the completion markers.
@@ -8,7 +8,7 @@ shard records kept in the completion markers.
 A packed shard below ``splits.SHARD_FLOOR`` packed sequences would leave a
 launcher's validation or test split empty, so after a set's shards are packed,
 ``plan_merges`` groups each small one with its neighbours (``packing/shards.py``)
-and ``merge_task`` concatenates each group (short, long and SFT sets alike) into
+and ``merge_job`` concatenates each group (short, long and SFT sets alike) into
 the first shard's place: it writes ``part-0000i.merging.*``, then its marker;
 ``finish_merges`` renames those over ``part-0000i.*`` and removes the other
 members' files. Both steps are safe to repeat: until the marker exists the
@@ -34,9 +34,9 @@ from codecorpus.model import recipe_hash
 from codecorpus.packing.config import OutputSet
 from codecorpus.packing.pack import pack_documents
 from codecorpus.packing.shards import merge_groups
-from codecorpus.pipeline.tasks import (
+from codecorpus.pipeline.bodies import (
     InvariantError,
-    TaskContext,
+    JobContext,
     lang_breakdown,
     result_stats,
     write_marker,
@@ -53,8 +53,8 @@ if TYPE_CHECKING:
     from codecorpus.config.recipe import Recipe
 
 
-def pack_task(
-    ctx: TaskContext, out: OutputSet, shard: int, in_stage: str, tok_cfg: TokenizerConfig,
+def pack_job(
+    ctx: JobContext, out: OutputSet, shard: int, in_stage: str, tok_cfg: TokenizerConfig,
     seed: int = 0, append_eos: bool = True,
 ) -> dict:
     t0 = time.perf_counter()
@@ -107,6 +107,11 @@ def pack_task(
 # --- shards below the split floor --------------------------------------------------------
 
 
+def merging_shard_name(first: int) -> str:
+    """Where shards merged into packed shard ``first`` are written before they replace it."""
+    return f"{schema.shard_name(first)}.merging"
+
+
 @dataclass(frozen=True)
 class ShardMerge:
     """Consecutive packed shards (by shard number) that become one emitted shard."""
@@ -121,7 +126,7 @@ class ShardMerge:
 
     @property
     def staging(self) -> str:
-        return schema.merging_shard_name(self.shards[0])
+        return merging_shard_name(self.shards[0])
 
     def task(self, set_name: str) -> str:
         return f"{set_name}-merge-{self.prefix}"
@@ -152,7 +157,7 @@ def plan_merges(shard_stats: list[dict[str, Any]]) -> tuple[list[mf.ShardRecord]
     return kept, merges
 
 
-def merge_task(ctx: TaskContext, set_name: str, seq_len: int, merge: ShardMerge) -> dict:
+def merge_job(ctx: JobContext, set_name: str, seq_len: int, merge: ShardMerge) -> dict:
     """Concatenate one group of packed shards into its staging shard, checked against their records.
 
     The record in the marker names the files the staging ones become (same bytes, same sha256).

@@ -1,14 +1,14 @@
-"""Task bodies: read a shard, call a pure stage function, write the result atomically.
+"""Job bodies: read a shard, call a pure stage function, write the result atomically.
 
-Ray-free on purpose: stage specs name them in their jobs, ``runtime/executor.py``
-ships them to Ray workers, and tests can call them directly. Every task that produces stage output:
+Ray-free on purpose: stage specs name them in their jobs, the runtime runs each job as a
+Ray task, and tests can call them directly. Every job that produces stage output:
 
 1. writes its part and its drop log under temporary names, fsyncs, renames;
 2. checks ``rows_in == rows_out + dropped`` and ``bytes_in + bytes_changed ==
    bytes_out + bytes_dropped`` (an ``InvariantError`` otherwise);
 3. writes its completion marker last: ``{"hash": <stage hash>, "stats": {...}}``.
 
-A marker whose hash matches the current stage hash means the task is done and
+A marker whose hash matches the current stage hash means the job is done and
 its outputs are complete; anything else is redone.
 """
 
@@ -36,7 +36,7 @@ class InvariantError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class TaskContext:
+class JobContext:
     run: schema.RunPaths
     stage: str
     stage_hash: str
@@ -45,7 +45,7 @@ class TaskContext:
 # --- parquet and markers --------------------------------------------------------------
 
 
-def read_marker(ctx: TaskContext, task: str) -> dict[str, Any] | None:
+def read_marker(ctx: JobContext, task: str) -> dict[str, Any] | None:
     """The marker's payload if the task completed under the current stage hash."""
     try:
         payload = json.loads(ensure_local(ctx.run.done(ctx.stage, task)).read_text())
@@ -54,7 +54,7 @@ def read_marker(ctx: TaskContext, task: str) -> dict[str, Any] | None:
     return payload if payload.get("hash") == ctx.stage_hash else None
 
 
-def write_marker(ctx: TaskContext, task: str, stats: dict[str, Any]) -> None:
+def write_marker(ctx: JobContext, task: str, stats: dict[str, Any]) -> None:
     body = json.dumps({"hash": ctx.stage_hash, "stats": stats}, sort_keys=True)
     atomic_write_bytes(ctx.run.done(ctx.stage, task), body.encode())
 
@@ -149,7 +149,7 @@ def result_stats(
     }
 
 
-def finish_shard(ctx: TaskContext, shard: int, result: MapResult, stats: dict[str, Any]) -> dict[str, Any]:
+def finish_shard(ctx: JobContext, shard: int, result: MapResult, stats: dict[str, Any]) -> dict[str, Any]:
     """Write a shard's output and drop log, then its marker (last)."""
     write_parquet(ctx.run.part(ctx.stage, shard), result.table)
     write_parquet(ctx.run.dropped(ctx.stage, shard), result.dropped)
@@ -160,7 +160,7 @@ def finish_shard(ctx: TaskContext, shard: int, result: MapResult, stats: dict[st
 # --- task kinds -------------------------------------------------------------------------
 
 
-def ingest_task(ctx: TaskContext, shard: int, read: Callable[[], MapResult], planned_bytes: int, rows_in: int) -> dict:
+def ingest_job(ctx: JobContext, shard: int, read: Callable[[], MapResult], planned_bytes: int, rows_in: int) -> dict:
     """Read one planned shard. ``rows_in`` is every planned unit, ``planned_bytes`` the sizes
     of the planned files that are documents (``ingest.plan.document_bytes``)."""
     t0 = time.perf_counter()
@@ -174,7 +174,7 @@ def ingest_task(ctx: TaskContext, shard: int, read: Callable[[], MapResult], pla
     return finish_shard(ctx, shard, result, stats)
 
 
-def map_task(ctx: TaskContext, shard: int, in_stage: str, fn: Callable[[pa.Table], MapResult]) -> dict:
+def map_job(ctx: JobContext, shard: int, in_stage: str, fn: Callable[[pa.Table], MapResult]) -> dict:
     """A map stage over one shard: ``fn(table) -> MapResult``."""
     t0 = time.perf_counter()
     table = read_parquet(ctx.run.part(in_stage, shard))
@@ -187,7 +187,7 @@ def map_task(ctx: TaskContext, shard: int, in_stage: str, fn: Callable[[pa.Table
 
 
 def _finish_phase(
-    ctx: TaskContext, phase: str, source: int, task: str, parts: dict[int, pa.Table], rows: int, t0: float
+    ctx: JobContext, phase: str, source: int, task: str, parts: dict[int, pa.Table], rows: int, t0: float
 ) -> dict:
     """Write a phase task's output partitions (file ``source`` in each), then its marker."""
     for p, table in sorted(parts.items()):
@@ -197,8 +197,8 @@ def _finish_phase(
     return stats
 
 
-def scatter_task(
-    ctx: TaskContext, phase: str, shard: int, in_stage: str,
+def scatter_job(
+    ctx: JobContext, phase: str, shard: int, in_stage: str,
     fn: Callable[[pa.Table, int], dict[int, pa.Table]],
 ) -> dict:
     """Phase of a global stage: one input shard -> one file per partition (all written)."""
@@ -208,8 +208,8 @@ def scatter_task(
     return _finish_phase(ctx, phase, shard, f"{phase}-{schema.shard_name(shard)}", parts, rows, t0)
 
 
-def reduce_task(
-    ctx: TaskContext, phase: str, in_phase: str, partition: int, n_inputs: int,
+def reduce_job(
+    ctx: JobContext, phase: str, in_phase: str, partition: int, n_inputs: int,
     fn: Callable[[pa.Table], dict[int, pa.Table]],
 ) -> dict:
     """Phase of a global stage: all inputs of one partition -> files routed by output partition."""
@@ -220,8 +220,8 @@ def reduce_task(
     return _finish_phase(ctx, phase, partition, f"{phase}-p{partition:05d}", parts, rows, t0)
 
 
-def apply_task(
-    ctx: TaskContext, shard: int, in_stage: str, side_phase: str, n_side: int,
+def apply_job(
+    ctx: JobContext, shard: int, in_stage: str, side_phase: str, n_side: int,
     fn: Callable[[pa.Table, pa.Table], MapResult],
 ) -> dict:
     """Last phase of a global stage: an input shard plus its routed side table -> output shard."""
@@ -238,8 +238,8 @@ def apply_task(
     return finish_shard(ctx, shard, result, stats)
 
 
-def apply_own_task(
-    ctx: TaskContext, shard: int, in_stage: str, own: tuple[str, int], side_phase: str, n_side: int,
+def apply_own_job(
+    ctx: JobContext, shard: int, in_stage: str, own: tuple[str, int], side_phase: str, n_side: int,
     fn: Callable[[pa.Table, pa.Table, pa.Table], MapResult],
 ) -> dict:
     """Last phase of a global stage whose first phase already did the per-shard work.
@@ -266,11 +266,11 @@ def apply_own_task(
 # --- streaming reduce and scatter-with-side phases -------------------
 
 
-def stream_reduce_task(
-    ctx: TaskContext, phase: str, in_phase: str, partition: int, n_inputs: int,
+def stream_reduce_job(
+    ctx: JobContext, phase: str, in_phase: str, partition: int, n_inputs: int,
     fn: Callable[[Iterator[pa.Table]], dict[int, pa.Table]],
 ) -> dict:
-    """Like ``reduce_task``, but ``fn`` gets the inputs one file at a time (never all in memory)."""
+    """Like ``reduce_job``, but ``fn`` gets the inputs one file at a time (never all in memory)."""
     t0 = time.perf_counter()
     rows = [0]
 
@@ -284,8 +284,8 @@ def stream_reduce_task(
     return _finish_phase(ctx, phase, partition, f"{phase}-p{partition:05d}", parts, rows[0], t0)
 
 
-def scatter_side_task(
-    ctx: TaskContext, phase: str, shard: int, in_stage: str, side_phase: str, n_side: int,
+def scatter_side_job(
+    ctx: JobContext, phase: str, shard: int, in_stage: str, side_phase: str, n_side: int,
     fn: Callable[[pa.Table, pa.Table, int], dict[int, pa.Table]],
 ) -> dict:
     """An input shard plus its routed side table -> one file per output partition."""
@@ -299,11 +299,11 @@ def scatter_side_task(
     return _finish_phase(ctx, phase, shard, f"{phase}-{schema.shard_name(shard)}", parts, rows, t0)
 
 
-def apply_sides_task(
-    ctx: TaskContext, shard: int, in_stage: str, sides: tuple[tuple[str, int], ...],
+def apply_sides_job(
+    ctx: JobContext, shard: int, in_stage: str, sides: tuple[tuple[str, int], ...],
     fn: Callable[..., MapResult],
 ) -> dict:
-    """``apply_task`` with several routed side tables: ``fn(table, side_1, side_2, ...)``."""
+    """``apply_job`` with several routed side tables: ``fn(table, side_1, side_2, ...)``."""
     t0 = time.perf_counter()
     table = read_parquet(ctx.run.part(in_stage, shard))
     side_tables = [

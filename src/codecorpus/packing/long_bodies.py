@@ -1,6 +1,6 @@
-"""Task bodies of a long-context set: scatter files by repository, then assemble and pack each bucket.
+"""Job bodies of a long-context set: scatter files by repository, then assemble and pack each bucket.
 
-Ray-free like ``pipeline/tasks.py``; ``packing/spec.py`` makes the jobs. The set is a global phase because a repository's
+Ray-free like ``pipeline/bodies.py``; ``packing/spec.py`` makes the jobs. The set is a global phase because a repository's
 files are spread over many tokenized shards:
 
     scatter (per shard): files -> one work file per repository bucket
@@ -33,11 +33,11 @@ from codecorpus import schema
 from codecorpus.manifests import manifest as mf
 from codecorpus.manifests import megatron
 from codecorpus.packing import longctx
+from codecorpus.packing.bodies import EmittedShards, build_packed_set_manifest
 from codecorpus.packing.config import LongContextConfig, OutputSet
-from codecorpus.packing.task import EmittedShards, build_packed_set_manifest
-from codecorpus.pipeline.tasks import (
+from codecorpus.pipeline.bodies import (
     InvariantError,
-    TaskContext,
+    JobContext,
     lang_breakdown,
     result_stats,
     write_marker,
@@ -125,8 +125,8 @@ def _apply_fim(files: list[longctx.RepoFile], ids: list[str], out: OutputSet, to
     return counts
 
 
-def assemble_task(
-    ctx: TaskContext, out: OutputSet, bucket: int, n_inputs: int, tok_cfg: TokenizerConfig,
+def assemble_job(
+    ctx: JobContext, out: OutputSet, bucket: int, n_inputs: int, tok_cfg: TokenizerConfig,
     seed: int, append_eos: bool,
 ) -> dict:
     """One bucket of repositories -> one packed Megatron shard of the long set, then its marker.
@@ -192,7 +192,7 @@ def assemble_task(
 
 
 def _write_shard(
-    ctx: TaskContext, out: OutputSet, bucket: int, packed: longctx.LongPacked, vocab_size: int
+    ctx: JobContext, out: OutputSet, bucket: int, packed: longctx.LongPacked, vocab_size: int
 ) -> mf.ShardRecord | None:
     if not len(packed.sequence_lengths):  # an empty bucket gets no files
         return None

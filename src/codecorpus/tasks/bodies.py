@@ -1,15 +1,15 @@
-"""Task bodies of the repository-history stages, Ray-free like ``pipeline/tasks.py``.
+"""Job bodies of the repository-history stages, Ray-free like ``pipeline/bodies.py``.
 
 The specs (``tasks/spec.py``) name them in their jobs:
 
-- :func:`commits_task`: one shard of the plan (a slice of a long history, or the small
+- :func:`commits_job`: one shard of the plan (a slice of a long history, or the small
   histories of several repositories) -> ``commits/part-N``; ``rows_in`` is every commit
   its slices listed (each a row or a drop), and one drop row per repository git cannot open;
-- :func:`records_task` then :func:`merge_task`: the task candidates -> SWE-bench
+- :func:`records_job` then :func:`merge_job`: the task candidates -> SWE-bench
   records per shard, sorted, then merged into ``tasks/tasks.jsonl`` and
   ``tasks/tasks-eval.jsonl`` one line at a time (no task holds them all);
 - :func:`write_edit_manifest`: the edit set's manifest (its shards are packed by the
-  SFT pack body, ``sft/task.py``), an SFT set manifest whose ``kind_of_set`` is ``edit``.
+  SFT pack body, ``sft/bodies.py``), an SFT set manifest whose ``kind_of_set`` is ``edit``.
 """
 
 from __future__ import annotations
@@ -29,15 +29,15 @@ from codecorpus import schema
 from codecorpus.manifests import manifest as mf
 from codecorpus.manifests import megatron
 from codecorpus.model import recipe_hash
-from codecorpus.packing.task import EmittedShards, tokenizer_config_record
-from codecorpus.pipeline.tasks import (
-    TaskContext,
+from codecorpus.packing.bodies import EmittedShards, tokenizer_config_record
+from codecorpus.pipeline.bodies import (
+    JobContext,
     finish_shard,
     lang_breakdown,
     result_stats,
     write_marker,
 )
-from codecorpus.sft.task import sft_output
+from codecorpus.sft.bodies import sft_output
 from codecorpus.sft.template import choose_template
 from codecorpus.stage import MapResult, concat_drops
 from codecorpus.storage.atomic import atomic_writer, sha256_file
@@ -76,7 +76,7 @@ class CommitShard:
     parts: tuple[commits.CommitSlice | RepositoryProblem, ...]
 
 
-def commits_task(ctx: TaskContext, shard: int, planned: CommitShard, cfg: CommitsConfig) -> dict[str, Any]:
+def commits_job(ctx: JobContext, shard: int, planned: CommitShard, cfg: CommitsConfig) -> dict[str, Any]:
     """Read one shard's slices in plan order (their batches gathered: at most ``commits_per_slice``
     commits in memory); a repository that cannot be read is its one drop row."""
     t0 = time.perf_counter()
@@ -126,7 +126,7 @@ def _write_lines(path: Path, lines: Iterator[str]) -> int:
     return n
 
 
-def records_task(ctx: TaskContext, shard: int, in_stage: str, cfg: TaskSetConfig) -> dict[str, Any]:
+def records_job(ctx: JobContext, shard: int, in_stage: str, cfg: TaskSetConfig) -> dict[str, Any]:
     """One candidates shard -> its train and evaluation records, each sorted by instance id.
 
     The shard's exact duplicates of tasks kept elsewhere (the decide phase's, ``tasks/unique.py``)
@@ -168,7 +168,7 @@ def unique_ids(lines: Iterator[str]) -> Iterator[str]:
         yield line
 
 
-def merge_task(ctx: TaskContext, n_shards: int, cfg: TaskSetConfig, marker: str) -> dict[str, Any]:
+def merge_job(ctx: JobContext, n_shards: int, cfg: TaskSetConfig, marker: str) -> dict[str, Any]:
     """Merge the shards' sorted records into ``tasks/`` (one line per shard in memory at a time).
 
     The evaluation file is written only with ``eval_after`` (without it every task is training).
