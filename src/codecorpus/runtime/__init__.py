@@ -9,7 +9,7 @@ import sys
 def name_local_ray_auth() -> None:
     """Name token authentication for the private local Ray a run starts; call it before Ray is imported.
 
-    Ray (2.5x and later) gives a new local instance token authentication by default, with a WARNING
+    Ray 2.59 and later give a new local instance token authentication by default (Ray's docs), with a WARNING
     at every start that suggests opting out. Naming the same mode keeps it and drops the warning.
     Ray reads the variable when it is imported (this package's ``session`` and ``launch`` import
     it), so a process that has imported Ray already (a test calling the CLI) keeps Ray's own
