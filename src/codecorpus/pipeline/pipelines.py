@@ -93,6 +93,12 @@ def pipeline_stages(key: str) -> tuple[str, ...]:
     return tuple(spec.name for spec in _pipeline(_KEYS[key]))
 
 
+def set_stages() -> frozenset[str]:
+    """The stages that write output sets (``StageSpec.writes_sets``): the run summary and the
+    report show their tokens per set."""
+    return frozenset(spec.name for spec in registered() if spec.writes_sets)
+
+
 def pipeline_of(recipe: Any) -> Pipeline:
     """The pipeline a recipe runs: the one whose source stage it enables (environments when it
     discovers them, SFT when it ingests traces, repository tasks when it mines commits), else
