@@ -41,7 +41,7 @@ from codecorpus.ingest.config import (
 )
 from codecorpus.model import Model, recipe_hash
 from codecorpus.packing.config import OutputSet
-from codecorpus.pipeline.config import USER_STAGE_ANCHORS, UserStageConfig, insert_user_stages
+from codecorpus.pipeline.config import UserStageConfig, insert_user_stages
 from codecorpus.sft.config import TracesSource
 from codecorpus.tokenize.config import TokenizerConfig
 
@@ -125,7 +125,7 @@ def _check_user_stages(recipe: Recipe) -> None:
     if recipe.stages.sft_ingest is not None:
         raise ValueError(f"stages {sorted(user)}: stages of your own run in pretraining recipes only")
     placed = recipe.stages.enabled()
-    allowed = [s for s in USER_STAGE_ANCHORS if getattr(recipe.stages, s) is not None]
+    allowed = [s for s in _user_stage_anchors() if getattr(recipe.stages, s, None) is not None]
     for name, cfg in user.items():
         if cfg.after == name or name not in placed or (cfg.after not in allowed and cfg.after not in user):
             raise ValueError(
@@ -257,6 +257,12 @@ def _pipeline_stages(key: str) -> tuple[str, ...]:
     from codecorpus.pipeline.pipelines import pipeline_stages
 
     return pipeline_stages(key)
+
+
+def _user_stage_anchors() -> tuple[str, ...]:
+    from codecorpus.pipeline.pipelines import user_stage_anchors
+
+    return user_stage_anchors()
 
 
 # --- the models of the registered stages ------------------------------------------------
