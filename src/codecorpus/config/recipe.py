@@ -220,9 +220,10 @@ def _check_sft_recipe(recipe: Recipe) -> None:
     other = [n for n in stages.enabled() if n not in sft]
     if other:
         raise ValueError(f"stages {other} are pretraining stages: an SFT recipe runs only {list(sft)}")
-    for stage, needs in (("sft_render", "sft_validate"), ("sft_pack", "sft_render")):
-        if getattr(stages, stage) is not None and getattr(stages, needs) is None:
-            raise ValueError(f"stages.{stage} needs stages.{needs} before it")
+    if stages.sft_render is not None and stages.sft_validate is None:
+        raise ValueError("stages.sft_render needs stages.sft_validate before it")
+    if stages.sft_pack is not None and stages.sft_render is None:
+        raise ValueError("stages.sft_pack needs stages.sft_render before it")
     _check_sft_recipe_output(recipe)
 
 
