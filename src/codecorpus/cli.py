@@ -224,23 +224,23 @@ def _local_view(path: str) -> Path:
 
     root = _run_dir(path)
     store.ensure_local(schema.RunPaths(root).manifest)
-    store.sync_down(root / "shards")
+    store.sync_down(root / schema.SETS_DIR)
     return root
-
-
-SET_STAGES = ("pack", "sft_pack")
-"""Stages that write output sets: their token figures are the sets' own, as written."""
 
 
 def print_summary(result) -> None:
     """One row per stage, and one per output set with the tokens its shards hold.
 
-    A packing stage reads each document once but writes it into every set, copies
-    included (mixture upsampling, long-context repetition), so its tokens are shown
-    per set from the set manifests, never as one stage figure.
+    A stage that writes sets (``StageSpec.writes_sets``, e.g. pack) reads each document once
+    but writes it into every set, copies included (mixture upsampling, long-context
+    repetition), so its tokens are shown per set from the set manifests, never as one stage
+    figure.
     """
     from rich.table import Table  # after the run: not imported before Ray starts
 
+    from codecorpus.pipeline.pipelines import set_stages
+
+    writes_sets = set_stages()
     table = Table(title=f"codecorpus run: {result.run_dir}  ({result.seconds:.1f} s)")
     for col in ("stage", "shards", "docs in", "docs out", "dropped", "skipped", "MB in", "MB out", "tokens",
                 "seconds"):
@@ -250,12 +250,12 @@ def print_summary(result) -> None:
         s = st.stats
         dropped = sum(s["dropped"].values())
         skipped = sum(s.get("skipped_entries", {}).values())
-        tokens = "" if st.name in SET_STAGES else f"{s['tokens_out'] or s['tokens_in']:,}"
+        tokens = "" if st.name in writes_sets else f"{s['tokens_out'] or s['tokens_in']:,}"
         table.add_row(
             st.name, str(s["shards"]), f"{s['rows_in']:,}", f"{s['rows_out']:,}", f"{dropped:,}", f"{skipped:,}",
             f"{s['bytes_in'] / 1e6:.1f}", f"{s['bytes_out'] / 1e6:.1f}", tokens, f"{st.seconds:.1f}",
         )
-        if st.name in SET_STAGES:
+        if st.name in writes_sets:
             for name, totals in _set_totals(result.run_dir).items():
                 table.add_row(f"  set {name}", "", "", f"{totals.get('documents', 0):,}", "", "", "", "",
                               f"{totals.get('tokens', 0):,}", "")

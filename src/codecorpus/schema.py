@@ -302,7 +302,7 @@ class RunPaths:
         return self.root / TASKS_DIR / TASK_FILES[split]
 
     def set_dir(self, set_name: str) -> Path:
-        return self.root / "shards" / set_name
+        return self.root / SETS_DIR / set_name
 
     def set_manifest(self, set_name: str) -> Path:
         return self.set_dir(set_name) / "manifest.json"
@@ -311,6 +311,9 @@ class RunPaths:
         return self.set_dir(set_name) / shard_name(shard)
 
 
+SETS_DIR = "shards"
+"""``RUN/shards/``: the output sets, one folder each (token shards and the set's manifest); a
+stage whose spec owns it (``output_dirs``) writes sets."""
 TASKS_DIR = "tasks"
 """``RUN/tasks/``: the SWE-bench task files of a repository-tasks run."""
 TASK_FILES = {"train": "tasks.jsonl", "eval": "tasks-eval.jsonl"}

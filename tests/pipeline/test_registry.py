@@ -124,6 +124,18 @@ def test_the_line_makes_it_a_recipe_key_with_its_order_shorthand_and_path(tmp_pa
         check_recipe_inputs(recipe)
 
 
+def test_a_stage_of_the_users_own_may_follow_it(tmp_path, blocklist_stage):
+    """It sits before tokenize, on document rows: a user stage may name it in ``after:``, with no
+    other edit, and the error for a stage that may not be followed names it among the choices."""
+    _, data = _recipe_file(tmp_path, file="blocked.txt")
+    data["stages"]["mine"] = {"use": "mypkg.quality:score", "kind": "filter", "after": "blocklist"}
+    assert load_recipe_data(data).stages.enabled()[3:6] == ["blocklist", "mine", "dedup"]
+    data["stages"]["mine"]["after"] = "tokenize"
+    with pytest.raises(RecipeError, match=r"stages.mine.after: 'tokenize' is not a stage this recipe runs before "
+                       r"tokenize: use one of \['ingest', 'langid', 'filters', 'blocklist', 'dedup'\]"):
+        load_recipe_data(data)
+
+
 def test_the_stage_runs_on_ray_and_the_manifest_lists_it(tmp_path, ray_local, blocklist_stage):
     from codecorpus.runtime.executor import Executor
 

@@ -50,6 +50,49 @@ def test_executor_knows_kinds_never_stage_names():
     assert not literals & names and not any(s.startswith("sft_") for s in literals)
 
 
+def _part_of(spec: StageSpec) -> str:
+    """The part a built-in stage belongs to: the folder of the module that defines its work."""
+    module = (spec.plan or spec.map_fn or spec.phases).__module__
+    assert module.startswith("codecorpus."), (spec.name, module)
+    return module.split(".")[1]
+
+
+def _stage_name_lists(source: str, names: set[str]) -> list[tuple[int, list[str]]]:
+    """Every tuple, list or set literal (so also ``frozenset((...))``) and every dict literal's
+    keys that are two or more strings, all of them stage names: a list of stages."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        items = node.keys if isinstance(node, ast.Dict) else getattr(node, "elts", None)
+        if not isinstance(node, ast.Tuple | ast.List | ast.Set | ast.Dict) or len(items) < 2:
+            continue
+        values = [n.value if isinstance(n, ast.Constant) else None for n in items]
+        if all(isinstance(v, str) and v in names for v in values):
+            found.append((node.lineno, values))
+    return sorted(found)
+
+
+def test_no_module_lists_stage_names():
+    """The pipeline lists are the only list of stages: no module outside a stage's own part
+    spells a list of stage names (a part may list its own, e.g. the SFT manifest's selection)."""
+    part = {s.name: _part_of(s) for s in pipelines.registered()}
+    root = Path(pipelines.__file__).parents[1]
+    lists = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if rel.as_posix() == "pipeline/pipelines.py":
+            continue
+        for line, stages in _stage_name_lists(path.read_text(), set(part)):
+            if len(rel.parts) == 1 or any(part[name] != rel.parts[0] for name in stages):
+                lists.append(f"{rel}:{line} {stages}")
+    assert not lists, "derive these from the pipeline lists (pipeline/pipelines.py):\n" + "\n".join(lists)
+
+
+def test_the_stage_list_check_sees_a_list():
+    names = {"pack", "sft_pack", "dedup"}
+    source = 'A = ("pack", "sft_pack")\nB = frozenset({"dedup", "pack"})\nC = {"pack": 1, "dedup": 2}\nD = ("pack", "x")'
+    assert [line for line, _ in _stage_name_lists(source, names)] == [1, 2, 3]
+
+
 def test_enabled_specs_follow_the_recipe(tmp_path):
     recipe = load_recipe_data(fixture_recipe(tmp_path))
     assert [s.name for s in pipelines.enabled_specs(recipe)] == recipe.stages.enabled()

@@ -191,6 +191,11 @@ def test_report_has_the_tasks_funnel_and_distributions(finished):
     assert sum(r["tasks"] for r in sources) == stats(finished, "task_outputs")["rows_out"]
     assert {r["statement_source"] for r in sources} == {"commits"}  # no PR numbers, no metadata in this history
     assert read_parquet(finished / "report" / "tasks_left_out.parquet").num_rows == 0  # the whole history was read
+    # task_outputs writes the edit set (its spec owns shards/): its own row in the funnel, as its manifest says
+    sets = {p.parent.name: json.loads(p.read_text())["totals"] for p in (finished / "shards").glob("*/manifest.json")}
+    rows = [r for r in read_parquet(finished / "report" / "funnel.parquet").to_pylist() if r["set"] is not None]
+    assert len(sets) == 1 and [(r["stage"], r["set"], r["docs_out"], r["tokens_out"]) for r in rows] == [
+        ("task_outputs", name, t["documents"], t["tokens"]) for name, t in sets.items()]
 
 
 def test_report_page_draws_every_chart_in_chromium(finished, tmp_path):

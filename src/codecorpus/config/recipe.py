@@ -41,7 +41,7 @@ from codecorpus.ingest.config import (
 )
 from codecorpus.model import Model, recipe_hash
 from codecorpus.packing.config import OutputSet
-from codecorpus.pipeline.config import USER_STAGE_ANCHORS, UserStageConfig, insert_user_stages
+from codecorpus.pipeline.config import UserStageConfig, insert_user_stages
 from codecorpus.sft.config import TracesSource
 from codecorpus.tokenize.config import TokenizerConfig
 
@@ -125,7 +125,7 @@ def _check_user_stages(recipe: Recipe) -> None:
     if recipe.stages.sft_ingest is not None:
         raise ValueError(f"stages {sorted(user)}: stages of your own run in pretraining recipes only")
     placed = recipe.stages.enabled()
-    allowed = [s for s in USER_STAGE_ANCHORS if getattr(recipe.stages, s) is not None]
+    allowed = [s for s in _user_stage_anchors() if getattr(recipe.stages, s, None) is not None]
     for name, cfg in user.items():
         if cfg.after == name or name not in placed or (cfg.after not in allowed and cfg.after not in user):
             raise ValueError(
@@ -220,9 +220,10 @@ def _check_sft_recipe(recipe: Recipe) -> None:
     other = [n for n in stages.enabled() if n not in sft]
     if other:
         raise ValueError(f"stages {other} are pretraining stages: an SFT recipe runs only {list(sft)}")
-    for stage, needs in (("sft_render", "sft_validate"), ("sft_pack", "sft_render")):
-        if getattr(stages, stage) is not None and getattr(stages, needs) is None:
-            raise ValueError(f"stages.{stage} needs stages.{needs} before it")
+    if stages.sft_render is not None and stages.sft_validate is None:
+        raise ValueError("stages.sft_render needs stages.sft_validate before it")
+    if stages.sft_pack is not None and stages.sft_render is None:
+        raise ValueError("stages.sft_pack needs stages.sft_render before it")
     _check_sft_recipe_output(recipe)
 
 
@@ -257,6 +258,12 @@ def _pipeline_stages(key: str) -> tuple[str, ...]:
     from codecorpus.pipeline.pipelines import pipeline_stages
 
     return pipeline_stages(key)
+
+
+def _user_stage_anchors() -> tuple[str, ...]:
+    from codecorpus.pipeline.pipelines import user_stage_anchors
+
+    return user_stage_anchors()
 
 
 # --- the models of the registered stages ------------------------------------------------

@@ -18,8 +18,6 @@ from pydantic import Field
 from codecorpus.envs import sandbox as sb
 from codecorpus.model import Model
 
-ENV_STAGE_ORDER = ("env_discover", "env_verify", "task_validate")
-
 
 class EnvDiscoverConfig(Model):
     """Group each repository's commits by dependency-file hash; derive candidates per group."""

@@ -110,5 +110,5 @@ def output_parts(recipe: Any) -> list[Any]:
 
 PACK = StageSpec(
     "pack", "sink", PackConfig, phases=pack_phases, hash_parts=output_parts, upstream="tokenize",
-    output_dirs=("shards",), output_files=("manifest.json",),
+    output_dirs=(schema.SETS_DIR,), output_files=(schema.MANIFEST_NAME,),
 )

@@ -16,9 +16,6 @@ from pydantic import Field
 
 from codecorpus.model import Model
 
-USER_STAGE_ANCHORS = ("ingest", "langid", "filters", "dedup")
-"""The built-in stages a user stage may follow: between ingest and tokenize, on document rows."""
-
 
 class UserStageConfig(Model):
     """A stage of the user's own, run under the same contract as a built-in one."""
@@ -30,7 +27,7 @@ class UserStageConfig(Model):
     kind: Literal["annotator", "filter"] = Field(
         description="annotator: returns new columns; filter: returns a drop reason per row (null keeps it)"
     )
-    after: str = Field(description="the stage it follows: ingest, langid, filters, dedup, or another user stage")
+    after: str = Field(description="the stage it follows: a pretraining stage before tokenize, or another user stage")
     config: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the function")
 
 

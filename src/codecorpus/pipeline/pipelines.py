@@ -15,6 +15,7 @@ dependencies.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from codecorpus.pipeline.config import insert_user_stages
@@ -91,6 +92,20 @@ def stage_order() -> tuple[str, ...]:
 def pipeline_stages(key: str) -> tuple[str, ...]:
     """The stage names of one pipeline (``pretrain``, ``sft``, ``repo-tasks``, ``repo-envs``)."""
     return tuple(spec.name for spec in _pipeline(_KEYS[key]))
+
+
+def set_stages() -> frozenset[str]:
+    """The stages that write output sets (``StageSpec.writes_sets``): the run summary and the
+    report show their tokens per set."""
+    return frozenset(spec.name for spec in registered() if spec.writes_sets)
+
+
+def user_stage_anchors() -> tuple[str, ...]:
+    """The built-in stages a user's own stage may follow: the pretraining stages before tokenize,
+    whose rows are documents (a stage added there is an anchor with no other edit)."""
+    from codecorpus.tokenize.spec import TOKENIZE
+
+    return tuple(itertools.takewhile(lambda name: name != TOKENIZE.name, pipeline_stages("pretrain")))
 
 
 def pipeline_of(recipe: Any) -> Pipeline:

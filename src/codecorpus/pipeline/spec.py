@@ -202,7 +202,8 @@ class StageSpec:
     upstream: str | None = None
     """The stage whose shards it reads; None: the enabled stage before it."""
     output_dirs: tuple[str, ...] = field(default=())
-    """Run-directory folders a sink owns beside its stage folder (``shards``): removed on reset."""
+    """Run-directory folders a sink owns beside its stage folder (``schema.SETS_DIR``: it writes
+    output sets): removed on reset."""
     output_files: tuple[str, ...] = field(default=())
     """Run-directory files a sink owns (``manifest.json``): removed on reset."""
     check: Callable[[Recipe], None] | None = None
@@ -216,6 +217,13 @@ class StageSpec:
         missing = [k for k in needs if getattr(self, k) is None]
         if missing:
             raise TypeError(f"stage spec {self.name} (kind {self.kind}) needs {', '.join(missing)}")
+
+    @property
+    def writes_sets(self) -> bool:
+        """Whether the stage writes output sets: it owns ``schema.SETS_DIR``. A set's token figures
+        are its own (its manifest's), never the stage's: a document goes into every set, copies
+        included."""
+        return schema.SETS_DIR in self.output_dirs
 
 
 Pipeline = tuple[StageSpec, ...]

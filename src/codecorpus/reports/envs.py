@@ -30,7 +30,6 @@ VERDICT_SCHEMA = pa.schema([("repo", pa.string()), ("version", pa.string()), ("v
                             ("passed", pa.int64()), ("failed", pa.int64()), ("wall_seconds", pa.float64())])
 FAILURE_SCHEMA = pa.schema([("stage", pa.string()), ("reason", pa.string()), ("ecosystem", pa.string()),
                             ("count", pa.int64())])
-ENV_STAGES = ("env_discover", "env_verify", "task_validate")
 
 
 def _counter(stats: dict[str, dict[str, Any]], stage: str, key: str) -> int:
@@ -77,9 +76,12 @@ def costs(stats: dict[str, dict[str, Any]]) -> pa.Table:
 
 
 def failures(stats: dict[str, dict[str, Any]]) -> pa.Table:
-    """Drops of the environment stages by reason and ecosystem (the toolchain found)."""
+    """Drops of the environment stages (the repo-envs pipeline's) by reason and ecosystem (the
+    toolchain found)."""
+    from codecorpus.pipeline.pipelines import pipeline_stages
+
     rows = [{"stage": stage, "reason": reason, "ecosystem": eco, "count": int(n)}
-            for stage in ENV_STAGES
+            for stage in pipeline_stages("repo-envs")
             for eco, reasons in sorted((stats.get(stage) or {}).get("dropped_by_lang", {}).items())
             for reason, n in sorted(reasons.items())]
     return pa.Table.from_pylist(rows, schema=FAILURE_SCHEMA)

@@ -37,7 +37,7 @@ def load_run(root: Path | str) -> RunData:
     stages = [s for s in order if s in found] + [s for s in found if s not in order]
     stats = {s: json.loads(run.stats(s).read_text()) for s in stages}
     sets = {}
-    for path in store.list_files(run.root / "shards", f"*/{schema.MANIFEST_NAME}", fetch=True):
+    for path in store.list_files(run.root / schema.SETS_DIR, f"*/{schema.MANIFEST_NAME}", fetch=True):
         sets[path.parent.name] = json.loads(path.read_text())
     plans = json.loads(plan_file.read_text())["sets"] if plan_file.is_file() else {}
     return RunData(run, str(recipe.get("name", run.root.name)), recipe, stages, stats, sets, plans)

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from codecorpus import schema
+from codecorpus.pipeline import pipelines
 from codecorpus.reports import scores
 from codecorpus.reports.run import RunData as RunData
 from codecorpus.reports.run import load_run as load_run
@@ -42,12 +43,12 @@ def funnel(data: RunData) -> pa.Table:
     figure: each set holds every document's copies (mixture upsampling, long-context
     repetition), so ``tokens_out`` is given per set, from the set manifests.
     """
-    rows = []
+    rows, set_stages = [], pipelines.set_stages()
     for step, stage in enumerate(data.stages):
         s = data.stats[stage]
         tok = _has_tokens(s)
         dropped = sum(s["dropped"].values())
-        set_rows = _set_rows(data, stage, step, s) if stage in SET_STAGES else []
+        set_rows = _set_rows(data, stage, step, s) if stage in set_stages else []
         rows.append({
             "stage": stage, "set": None, "step": step,
             "docs_in": s["rows_in"], "docs_out": s["rows_out"], "docs_dropped": dropped,
@@ -63,15 +64,11 @@ def funnel(data: RunData) -> pa.Table:
     return _table(rows, FUNNEL_SCHEMA)
 
 
-SET_STAGES = ("pack", "sft_pack")
-"""Stages that write output sets (their token figures are per set)."""
-
-
 def _set_rows(data: RunData, stage: str, step: int, s: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per output set of the run, under ``stage``, the stage that wrote them: a run's
+    pipeline has one stage that writes sets (``StageSpec.writes_sets``)."""
     rows = []
     for name, m in sorted(data.sets.items()):
-        if (m.get("set_kind") == "sft") != (stage == "sft_pack"):
-            continue
         t = m.get("totals", {})
         rows.append({
             "stage": stage, "set": name, "step": step, "docs_in": s["rows_in"], "docs_out": t.get("documents", 0),

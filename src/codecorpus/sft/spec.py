@@ -155,5 +155,5 @@ SFT_RENDER = StageSpec("sft_render", "filter", SftRenderConfig, map_fn=render_fn
                        config_paths=("chat_template",))
 SFT_PACK = StageSpec(
     "sft_pack", "sink", SftPackConfig, phases=pack_phases, hash_parts=pack_parts,
-    output_dirs=("shards",), output_files=("manifest.json",),
+    output_dirs=(schema.SETS_DIR,), output_files=(schema.MANIFEST_NAME,),
 )

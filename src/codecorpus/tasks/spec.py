@@ -195,5 +195,5 @@ EDIT_SET = StageSpec(
 )
 TASK_OUTPUTS = StageSpec(
     "task_outputs", "sink", TaskSetConfig, phases=output_phases, upstream="task_candidates",
-    hash_parts=output_parts, output_dirs=(schema.TASKS_DIR, "shards"), output_files=(schema.MANIFEST_NAME,),
+    hash_parts=output_parts, output_dirs=(schema.TASKS_DIR, schema.SETS_DIR), output_files=(schema.MANIFEST_NAME,),
 )
