@@ -19,9 +19,8 @@ from envs_helpers import FIXED, LIB, PATCH, UNITTESTS
 from rollout_helpers import verified_task
 
 from codecorpus import schema
+from codecorpus.envs import env_spec, stages, verify
 from codecorpus.envs import sandbox as sb
-from codecorpus.envs import spec as envspec
-from codecorpus.envs import stages, verify
 from codecorpus.manifests import rl
 from codecorpus.storage import mirror as store
 from codecorpus.storage.atomic import atomic_write_bytes
@@ -48,7 +47,7 @@ def _publish_run(root: Path, tmp: Path) -> tuple[Path, str]:
     snap = stages.publish_snapshot(folder, schema.RunPaths(root).snapshot("env_discover", "calc"))
     base = verify.run_git(snap, "rev-parse", "HEAD").stdout.decode().strip()
     entry = verified_task(snap, base, tmp / "verify-cache")  # the driver's scratch: no node sees it
-    spec_path = envspec.write_spec(entry.spec, root / schema.ENVS_DIR)
+    spec_path = env_spec.write_spec(entry.spec, root / schema.ENVS_DIR)
     sink = io.BytesIO()
     pq.write_table(pa.table({"env_file": [spec_path.name], "git_dir": [str(store.origin_path(snap))]}), sink)
     atomic_write_bytes(root / "env_verify" / "part-00000.parquet", sink.getvalue())

@@ -51,9 +51,8 @@ import pyarrow as pa
 
 from codecorpus import schema
 from codecorpus.envs import discover as disc
-from codecorpus.envs import propose, session, toolchains, verify
+from codecorpus.envs import env_spec, propose, session, toolchains, verify
 from codecorpus.envs import sandbox as sb
-from codecorpus.envs import spec as envspec
 from codecorpus.envs.config import EnvDiscoverConfig, EnvVerifyConfig, TaskValidateConfig
 from codecorpus.ingest import git as ingest_git
 from codecorpus.ingest.config import GitSource, LocalSource
@@ -249,7 +248,7 @@ def repository_of(row: dict[str, Any]) -> Path:
 
 
 def _safe(name: str) -> str:
-    return envspec.spec_name(name, "0" * 12).rsplit("@", 1)[0]
+    return env_spec.spec_name(name, "0" * 12).rsplit("@", 1)[0]
 
 
 # ---------------------------------------------------------------- env_discover
@@ -410,13 +409,13 @@ def verdict(env: verify.Verification) -> dict[str, Any]:
 
 def _write_outputs(root: Path, row: dict, env: verify.Verification, cfg: EnvVerifyConfig) -> str:
     """Write a verified version's spec (schema-checked) and Dockerfile; the spec's file name."""
-    doc = envspec.environment_spec(env, row[schema.REPO], row["revision"], cfg.sandbox,
+    doc = env_spec.environment_spec(env, row[schema.REPO], row["revision"], cfg.sandbox,
                                    tuple(row["dependency_files"]), cfg.min_passed,
                                    cfg.min_pass_rate)
-    jsonschema.validate(doc, envspec.schema())
-    path = envspec.write_spec(doc, root / schema.ENVS_DIR)
+    jsonschema.validate(doc, env_spec.schema())
+    path = env_spec.write_spec(doc, root / schema.ENVS_DIR)
     if cfg.dockerfile:
-        atomic_write_bytes(path.with_suffix(".Dockerfile"), envspec.render_dockerfile(doc).encode())
+        atomic_write_bytes(path.with_suffix(".Dockerfile"), env_spec.render_dockerfile(doc).encode())
     return path.name
 
 
@@ -439,7 +438,7 @@ def _ask_proposer(row: dict, env: verify.Verification, found: disc.Discovery, cf
     else:
         text = "verified" if outcome.verified else f"failed: {outcome.reason}"
     trace = propose.trace_record(messages, row[schema.REPO], revision, cfg.proposer, text, proposed)
-    name = envspec.spec_name(row[schema.REPO], row["dependency_hash"]).removesuffix(".json")
+    name = env_spec.spec_name(row[schema.REPO], row["dependency_hash"]).removesuffix(".json")
     atomic_write_bytes(root / schema.ENV_TRACES_DIR / f"{name}.jsonl", (json.dumps(trace, sort_keys=True) + "\n").encode())
     return replace(outcome, steps=steps, attempts=[*env.attempts, *(
         outcome.attempts if outcome is not env else [])])
