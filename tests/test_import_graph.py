@@ -155,10 +155,10 @@ def test_the_layer_check_sees_a_part_importing_the_recipe():
 
 
 SPEC_MODULES = sorted(m for m, p in MODULES.items() if re.search(r"^[A-Z_]+ = StageSpec\(", p.read_text(), re.M))
-"""The modules that declare a part's stages (``dedup/spec.py``, ``envs/stages.py`` ...)."""
-SPECS_LEFT = {"codecorpus.tasks.spec", "codecorpus.envs.stages"}
-"""Spec modules that still import their job bodies at the top level: tasks/ and envs/ are
-being rewritten on their own branches (issue 39, item 4, left for them)."""
+"""The modules that declare a part's stages (``dedup/spec.py``, ``envs/spec.py`` ...)."""
+SPECS_LEFT = {"codecorpus.tasks.spec"}
+"""Spec modules that still import their job bodies at the top level: tasks/ is being
+rewritten on its own branch (issue 39, item 4, left for it)."""
 
 
 def top_level_imports(path: Path) -> set[str]:
