@@ -380,21 +380,29 @@ def _env_for(task: dict, envs: list[dict], gitdir: Path) -> dict:
     return next((e for e in envs if e["dependency_hash"] == dep_hash), envs[0])
 
 
-def _validate_repo(ref: repos.RepoRef, own: list[dict], envs: list[dict], cfg: TaskValidateConfig,
-                   vcfg: verify.VerifyConfig, by_use: Callable[[dict, str, Path], str | None],
-                   ) -> tuple[list[dict], list[tuple[dict, str]]]:
-    """Validated task rows, and (row, reason) drops, of one repository's candidates."""
+Drop = tuple[dict, str, str | None]
+"""A dropped task row, its reason, and its detail: what decided it, when a check says."""
+ByUse = Callable[[dict, str, Path], tuple[str | None, str]]
+"""A validated task, its environment's spec file and its repository -> (drop reason or None,
+what decided it)."""
+
+
+def validate_repository(ref: repos.RepoRef, own: list[dict], envs: list[dict], cfg: TaskValidateConfig,
+                        vcfg: verify.VerifyConfig, by_use: ByUse) -> tuple[list[dict], list[Drop]]:
+    """Validated task rows, and drops, of one repository's candidates (``own``) against its
+    verified versions (``envs``, its ``env_verify`` rows); ``by_use`` grades each task that
+    validated (``use_check``)."""
     lang = envs[0][schema.LANG] if envs else schema.UNKNOWN
     if not envs:
-        return [], [(_task_row(t, ref.name, ref.source, lang), verify.NO_ENVIRONMENT) for t in own]
+        return [], [(_task_row(t, ref.name, ref.source, lang), verify.NO_ENVIRONMENT, None) for t in own]
     gitdir = repos.repository_of(envs[0])
     ordered = sorted(own, key=lambda r: (r.get("created_at") or "", r["instance_id"]), reverse=True)
-    drops = [(_task_row(t, ref.name, ref.source, lang), verify.OVER_MAX_PER_REPO)
-             for t in ordered[cfg.max_per_repo:]]
+    drops: list[Drop] = [(_task_row(t, ref.name, ref.source, lang), verify.OVER_MAX_PER_REPO, None)
+                         for t in ordered[cfg.max_per_repo:]]
     kept = []
     for task in ordered[: cfg.max_per_repo]:
         if repos.git(gitdir, "cat-file", "-e", f"{task['base_commit']}^{{commit}}").returncode != 0:
-            drops.append((_task_row(task, ref.name, ref.source, lang), BASE_COMMIT_MISSING))
+            drops.append((_task_row(task, ref.name, ref.source, lang), BASE_COMMIT_MISSING, None))
             continue
         env_row = _env_for(task, envs, gitdir)
         env = verification_of(env_row["verification"])
@@ -402,25 +410,24 @@ def _validate_repo(ref: repos.RepoRef, own: list[dict], envs: list[dict], cfg: T
         valid, failed = verify.validate_instances(gitdir, [task], env, vcfg, max_per_repo=1, cpu_seconds=cpu)
         row = _task_row(task, ref.name, ref.source, env_row[schema.LANG], env_row["env_file"],
                         cpu.get(task["instance_id"], 0.0))
-        reason = failed[0][1] if failed else by_use(valid[0], env_row["env_file"], gitdir)
+        reason, detail = (failed[0][1], None) if failed else by_use(valid[0], env_row["env_file"], gitdir)
         if reason:
-            drops.append((row, reason))
+            drops.append((row, reason, detail))
         else:
             kept.append({**row, "instance": json.dumps(valid[0], sort_keys=True)})
     return kept, drops
 
 
-def use_check(root: Path, vcfg: verify.VerifyConfig) -> Callable[[dict, str, Path], str | None]:
+def use_check(root: Path, vcfg: verify.VerifyConfig) -> ByUse:
     """Validation by use: a validated task graded as a trainer grades it (``session.
-    validate_by_use``: the gold patch resolves it, an empty patch does not), or its drop
-    reason."""
+    validate_by_use``: the gold patch resolves it, an empty patch does not); a drop's detail
+    names the tests that decided it."""
     cfg = session.SessionConfig(cache_dir=vcfg.cache_dir, sandbox=vcfg.sandbox,
                                 test_limits=vcfg.sandbox.limits, install_limits=vcfg.install_limits)
 
-    def check(task: dict, env_file: str, gitdir: Path) -> str | None:
+    def check(task: dict, env_file: str, gitdir: Path) -> tuple[str | None, str]:
         spec = json.loads(store.ensure_local(root / ENVS_DIR / env_file).read_text())
-        reason, _ = session.validate_by_use(session.TaskEntry(task, spec, gitdir), cfg)
-        return reason
+        return session.validate_by_use(session.TaskEntry(task, spec, gitdir), cfg)
 
     return check
 
@@ -433,22 +440,27 @@ def validate_task_job(ctx: JobContext, shard: int, in_stage: str, ref: repos.Rep
     envs = read_parquet(ctx.run.part(in_stage, shard)).to_pylist()
     candidates, _ = _read_tasks(cfg.tasks)
     own = [t for t in candidates if owner_of(t["repo"], names) == ref.name]
-    kept, drops = _validate_repo(ref, own, envs, cfg, vcfg, use_check(ctx.run.root, vcfg))
-    reasons = Counter(reason for _, reason in drops)
+    kept, drops = validate_repository(ref, own, envs, cfg, vcfg, use_check(ctx.run.root, vcfg))
+    reasons = Counter(reason for _, reason, _ in drops)
     checked = len(kept) + reasons[session.GOLD_UNRESOLVED] + reasons[session.EMPTY_RESOLVED]
     used = Counter(by_use_checked=checked, gold_resolved=checked - reasons[session.GOLD_UNRESOLVED],
                    empty_unresolved=len(kept))
     return _finish_tasks(ctx, shard, len(own), kept, drops, t0, used)
 
 
+def task_drops(stage: str, drops: list[Drop]) -> pa.Table:
+    """The drop-log rows of ``drops``, each with its reason and detail."""
+    rows = pa.Table.from_pylist([r for r, _, _ in drops], schema=TASK_SCHEMA)
+    return schema.drops_from_rows(rows, stage, [reason for _, reason, _ in drops],
+                                  detail=[detail for _, _, detail in drops])
+
+
 def _finish_tasks(ctx: JobContext, shard: int, rows_in: int, kept: list[dict],
-                  drops: list[tuple[dict, str]], t0: float, extra: Counter | None = None) -> dict:
-    cpu = sum(r["cpu_seconds"] for r in [*kept, *(r for r, _ in drops)])
-    dropped = schema.drops_from_rows(pa.Table.from_pylist([r for r, _ in drops], schema=TASK_SCHEMA),
-                                     ctx.stage, [reason for _, reason in drops])
-    result = MapResult(pa.Table.from_pylist(kept, schema=TASK_SCHEMA), dropped,
+                  drops: list[Drop], t0: float, extra: Counter | None = None) -> dict:
+    cpu = sum(r["cpu_seconds"] for r in [*kept, *(r for r, _, _ in drops)])
+    result = MapResult(pa.Table.from_pylist(kept, schema=TASK_SCHEMA), task_drops(ctx.stage, drops),
                        Counter({"task_candidates": rows_in, "cpu_ms": round(1000 * cpu)}) + (extra or Counter()))
-    bytes_in = sum(r[schema.BYTES] for r in [*kept, *(r for r, _ in drops)])  # the candidates' patches
+    bytes_in = sum(r[schema.BYTES] for r in [*kept, *(r for r, _, _ in drops)])  # the candidates' patches
     stats = result_stats(rows_in, bytes_in, 0, {}, result, time.perf_counter() - t0)
     return finish_shard(ctx, shard, result, stats)
 
@@ -457,9 +469,9 @@ def unmatched_job(ctx: JobContext, shard: int, names: list[str], cfg: TaskValida
     """The candidates of no repository in the sources, and the lines that are not instances."""
     t0 = time.perf_counter()
     candidates, bad = _read_tasks(cfg.tasks)
-    drops = [(_task_row(t, t["repo"], "", schema.UNKNOWN), UNKNOWN_REPOSITORY) for t in candidates
-             if owner_of(t["repo"], names) is None]
-    drops += [(_task_row({"instance_id": f"line-{i}"}, "", "", schema.UNKNOWN), BAD_TASK_RECORD)
+    drops: list[Drop] = [(_task_row(t, t["repo"], "", schema.UNKNOWN), UNKNOWN_REPOSITORY, None)
+                         for t in candidates if owner_of(t["repo"], names) is None]
+    drops += [(_task_row({"instance_id": f"line-{i}"}, "", "", schema.UNKNOWN), BAD_TASK_RECORD, None)
               for i in range(bad)]
     return _finish_tasks(ctx, shard, len(drops), [], drops, t0)
 
