@@ -130,7 +130,7 @@ def _is_snapshot(path: Path) -> bool:
 def _made_once(dest: Path, make: Callable[[Path], None], source: str) -> Path:
     """``dest``, a repository ``make`` builds in a temporary folder beside it, marked complete
     (``SNAPSHOT_MARKER``, naming ``source``) and renamed into place; one already there is kept
-    (made before, or by another task on this node meanwhile), a half-made one replaced."""
+    (made before, or by another job on this node meanwhile), a half-made one replaced."""
     if _is_snapshot(dest):
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -142,10 +142,10 @@ def _made_once(dest: Path, make: Callable[[Path], None], source: str) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     if dest.exists() and not _is_snapshot(dest):
-        shutil.rmtree(dest, ignore_errors=True)  # left by a task that crashed before its marker
+        shutil.rmtree(dest, ignore_errors=True)  # left by a job that crashed before its marker
     try:
         os.rename(tmp, dest)
-    except OSError:  # another task on this node made it first
+    except OSError:  # another job on this node made it first
         shutil.rmtree(tmp, ignore_errors=True)
         if not _is_snapshot(dest):
             raise
@@ -172,7 +172,7 @@ def snapshot(folder: Path, dest: Path) -> Path:
 
 def publish_snapshot(folder: Path, dest: Path) -> Path:
     """``snapshot(folder, dest)``, and the repository written beside it as one ``git bundle``
-    file (``snapshot_bundle``), the run file a task on another node clones it from."""
+    file (``snapshot_bundle``), the run file a job on another node clones it from."""
     snapshot(folder, dest)
     with tempfile.TemporaryDirectory(prefix="bundle-") as tmp:
         bundle = Path(tmp) / "snapshot.bundle"

@@ -36,11 +36,11 @@ from codecorpus.pipeline.user import source_digest
 from codecorpus.storage.atomic import file_digests
 
 
-def plan_repositories(recipe: Any, tasks: Any = None) -> tuple[list[Any], str]:
+def plan_repositories(recipe: Any, plan_tasks: Any = None) -> tuple[list[Any], str]:
     """One shard per repository (a ``repos.RepoRef``), and the plan's hash."""
     from codecorpus.envs import repos
 
-    return repos.plan_repositories(recipe, tasks)
+    return repos.plan_repositories(recipe, plan_tasks)
 
 
 def discover_jobs(run: StageRun) -> list[Job]:
