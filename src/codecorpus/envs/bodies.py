@@ -86,11 +86,12 @@ TASK_SCHEMA = pa.schema([
 ])
 
 
-def _safe(name: str) -> str:
-    return env_spec.spec_name(name, "0" * 12).rsplit("@", 1)[0]
-
-
 # ---------------------------------------------------------------- env_discover
+
+
+def _safe(name: str) -> str:
+    """A repository's name as a folder name: its spec files' spelling of it, without the hash."""
+    return env_spec.spec_name(name, "0" * 12).rsplit("@", 1)[0]
 
 
 def _candidates_json(found: disc.Discovery) -> str:
