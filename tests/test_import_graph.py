@@ -155,10 +155,7 @@ def test_the_layer_check_sees_a_part_importing_the_recipe():
 
 
 SPEC_MODULES = sorted(m for m, p in MODULES.items() if re.search(r"^[A-Z_]+ = StageSpec\(", p.read_text(), re.M))
-"""The modules that declare a part's stages (``dedup/spec.py``, ``envs/stages.py`` ...)."""
-SPECS_LEFT = {"codecorpus.envs.stages"}
-"""Spec modules that still import their job bodies at the top level: envs/ is being rewritten
-on its own branch (issue 39, item 4, left for it)."""
+"""The modules that declare a part's stages (``dedup/spec.py``, ``envs/spec.py`` ...)."""
 
 
 def top_level_imports(path: Path) -> set[str]:
@@ -167,7 +164,7 @@ def top_level_imports(path: Path) -> set[str]:
     return {m for m in _imported(tree.body, _type_checking_nodes(tree)) if m in MODULES}
 
 
-def test_spec_modules_import_task_bodies_inside_functions():
+def test_spec_modules_import_job_bodies_inside_functions():
     """A recipe's load imports every spec module (the stage registry is the pipeline lists): at
     the top level a spec imports the floor, configs and other specs, never a stage's job body."""
     floor = {m for m in MODULES if layer_of(m) <= layer_of("codecorpus.pipeline.spec")}
@@ -176,7 +173,7 @@ def test_spec_modules_import_task_bodies_inside_functions():
                      if d not in floor and not d.endswith((".config", ".spec")) and d not in SPEC_MODULES)
         for spec in SPEC_MODULES
     }
-    assert {spec: found for spec, found in bodies.items() if found and spec not in SPECS_LEFT} == {}
+    assert {spec: found for spec, found in bodies.items() if found} == {}
 
 
 def test_no_import_circles():

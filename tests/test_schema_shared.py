@@ -36,13 +36,6 @@ OUTPUT_CONTRACT = frozenset({
 """Names kept in ``schema.py`` though one part uses them: the formats a run hands to programs
 outside codecorpus, and the document row."""
 
-ENV_BLOCK_PENDING = frozenset({
-    "ENVS_DIR", "ENV_TRACES_DIR", "VERIFIED_TASKS", "ENV_CACHE_DIR", "snapshot_bundle",
-})
-"""The environment block, used by envs/ alone: it moves on the branch that splits
-``envs/stages.py`` (issue 39, item 4). Empty this set when that branch lands."""
-
-
 def public_names(tree: ast.Module) -> list[str]:
     """The names a module defines at its top level (assignments, functions, classes), not the
     ones it imports, without a leading underscore."""
@@ -109,13 +102,13 @@ def one_part_names(package: Path) -> dict[str, str]:
 
 def test_schema_holds_no_format_of_one_part_alone():
     found = one_part_names(PACKAGE)
-    assert {n: p for n, p in found.items() if n not in OUTPUT_CONTRACT | ENV_BLOCK_PENDING} == {}
+    assert {n: p for n, p in found.items() if n not in OUTPUT_CONTRACT} == {}
 
 
 def test_every_exception_is_still_needed():
     """An exception that no longer applies (the name moved, or a second part uses it) goes."""
     found = one_part_names(PACKAGE)
-    assert sorted((OUTPUT_CONTRACT | ENV_BLOCK_PENDING) - found.keys()) == []
+    assert sorted((OUTPUT_CONTRACT) - found.keys()) == []
 
 
 def test_the_check_sees_a_one_part_name(tmp_path):

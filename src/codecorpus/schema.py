@@ -293,8 +293,8 @@ class RunPaths:
         return self.work_dir(stage, phase) / f"p{partition:05d}" / f"{shard_name(shard)}.parquet"
 
     def snapshot(self, stage: str, name: str) -> Path:
-        """A plain folder committed into a one-commit git repository (``envs/stages.py``): a
-        node-local git directory; what the run publishes is its ``snapshot_bundle``."""
+        """A plain folder committed into a one-commit git repository (``envs/repos.py``): a
+        node-local git directory; what the run publishes is its bundle (``repos.snapshot_bundle``)."""
         return self.stage_dir(stage) / "repos" / name
 
     def task_file(self, split: str) -> Path:
@@ -318,25 +318,6 @@ TASKS_DIR = "tasks"
 """``RUN/tasks/``: the SWE-bench task files of a repository-tasks run."""
 TASK_FILES = {"train": "tasks.jsonl", "eval": "tasks-eval.jsonl"}
 """The task file of each split in ``TASKS_DIR`` (``eval``: created after ``eval_after``)."""
-
-ENVS_DIR = "envs"
-"""``RUN/envs/``: one verified environment spec (JSON) per repository."""
-ENV_TRACES_DIR = "traces/env_verify"
-"""``RUN/traces/env_verify/``: the proposer's transcripts, as chat traces."""
-VERIFIED_DIR = "verified"
-"""``RUN/verified/``: the validated tasks and the RL manifest."""
-VERIFIED_TASKS = f"{VERIFIED_DIR}/tasks.jsonl"
-ENV_CACHE_DIR = "env_cache"
-"""``RUN/env_cache/``: this node's installed environments by content key (the default cache)."""
-
-SNAPSHOT_BUNDLE_SUFFIX = ".bundle"
-"""A snapshot repository as one file (``git bundle``), beside the repository's folder."""
-
-
-def snapshot_bundle(snapshot: Path | str) -> Path:
-    """The bundle file of a snapshot repository (``RunPaths.snapshot``)."""
-    return Path(snapshot).with_name(Path(snapshot).name + SNAPSHOT_BUNDLE_SUFFIX)
-
 
 def _node_run_paths(root: str) -> RunPaths:
     from codecorpus.storage.mirror import node_path

@@ -24,8 +24,8 @@ import jsonschema
 import pytest
 import yaml
 
+from codecorpus.envs import env_spec
 from codecorpus.envs import sandbox as sb
-from codecorpus.envs import spec as envspec
 from codecorpus.manifests.manifest import verify as verify_manifest
 
 _WHY_NOT = sb.available()
@@ -184,11 +184,11 @@ def test_verified_specs_for_each_ecosystem(env_run):
     want = {"calc", "pyt", "odd"} | ({"greet"} if shutil.which("node") else set())
     assert set(specs) == want
     for doc in specs.values():
-        jsonschema.validate(doc, envspec.schema())
+        jsonschema.validate(doc, env_spec.schema())
         assert doc["sandbox"] == "bwrap" and doc["tests"]["passed"] >= 5
         assert doc["tests"]["fresh_tree"] == {k: doc["tests"][k] for k in ("passed", "failed", "skipped")}
         assert doc["proof"]["own"] and doc["tests"]["min_passed"] == 5
-        assert (run / "envs" / f"{envspec.spec_name(doc['repo'], doc['dependency_hash'])[:-5]}.Dockerfile").is_file()
+        assert (run / "envs" / f"{env_spec.spec_name(doc['repo'], doc['dependency_hash'])[:-5]}.Dockerfile").is_file()
     assert specs["calc"]["test"]["parser"] == "unittest"
     assert specs["pyt"]["test"]["parser"] in ("junit", "pytest") and specs["pyt"]["tests"]["passed"] == 5
     assert specs["pyt"]["proof"]["packages"]["lib"]["where"] == "work tree"

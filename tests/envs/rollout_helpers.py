@@ -10,9 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from envs_helpers import LIB, PATCH, TEST_PATCH, UNITTESTS, git_repo
 
+from codecorpus.envs import env_spec, verify
 from codecorpus.envs import sandbox as sb
-from codecorpus.envs import spec as envspec
-from codecorpus.envs import verify
 from codecorpus.envs.session import SessionConfig, TaskEntry
 from codecorpus.manifests import rl
 
@@ -38,7 +37,7 @@ def verified_task(repo: Path, base: str, cache: Path) -> TaskEntry:
                                install_limits=limits(), runs=2)
     env = verify.verify_revision(repo, base, vcfg)
     assert env.verified, env.reason
-    spec = envspec.environment_spec(env, "example/calc", base, vcfg.sandbox)
+    spec = env_spec.environment_spec(env, "example/calc", base, vcfg.sandbox)
     task = verify.validate_task(repo, base, PATCH, TEST_PATCH, env, vcfg)
     assert task.valid and task.fail_to_pass == [F2P], task.reason
     record = {"instance_id": "example__calc-1", "repo": "example/calc", "base_commit": base,
@@ -60,7 +59,7 @@ def planted_run(root: Path, copies: int = 3) -> tuple[Path, TaskEntry]:
     """An environments run directory holding the planted task ``copies`` times
     (``example__calc-1`` ...): its spec, env_verify row, verified tasks and RL manifest."""
     entry, _ = planted_task(root)
-    spec_path = envspec.write_spec(entry.spec, root / "envs")
+    spec_path = env_spec.write_spec(entry.spec, root / "envs")
     env_file = spec_path.name
     (root / "env_verify").mkdir()
     pq.write_table(pa.table({"env_file": [env_file], "git_dir": [str(entry.repo)]}),

@@ -179,12 +179,12 @@ def test_commits_grouped_by_dependency_hash_from_git_objects(tmp_path):
 
 def test_cache_key_and_stage_hash_name_the_host_toolchains():
     from codecorpus.config import load_recipe
-    from codecorpus.envs import stages, toolchains
+    from codecorpus.envs import spec, toolchains
 
     key = disc.cache_key("0" * 64, "python", "CPython 3.11.7", ("a",))
     assert key == disc.cache_key("0" * 64, "python", "CPython 3.11.7", ("a",), disc.HOST_PLATFORM)
     assert key != disc.cache_key("0" * 64, "python", "CPython 3.11.7", ("a",), "Linux-aarch64-")
     recipe = load_recipe(Path(__file__).resolve().parents[2] / "pipelines" / "repo-envs.yaml")
-    versions, host = stages.verify_parts(recipe)[:2]
+    versions, host = spec.verify_parts(recipe)[:2]
     assert versions == toolchains.host_versions() and host == disc.HOST_PLATFORM
     assert versions["python"].startswith("CPython 3.")

@@ -18,8 +18,8 @@ import pytest
 from envs_helpers import needs_bwrap, write_tree
 
 from codecorpus.envs import discover as disc
+from codecorpus.envs import env_spec, verify
 from codecorpus.envs import sandbox as sb
-from codecorpus.envs import spec, verify
 
 pytestmark = needs_bwrap
 VENV = 'python -m venv "$ENV_DIR/venv"'
@@ -111,8 +111,8 @@ def test_hatch_vcs_version_file_is_generated_in_the_fresh_tree(tmp_path):
     assert verify.counts(env.fresh_tests) == verify.counts(env.tests) == {"passed": 6, "failed": 0, "skipped": 0}
     assert env.proof["packages"]["vpkg"]["where"] == "work tree"
     assert "git" in env.system_packages
-    doc = spec.environment_spec(env, "x/vpkg", commit, cfg.sandbox)
-    docker = spec.render_dockerfile(doc)
+    doc = env_spec.environment_spec(env, "x/vpkg", commit, cfg.sandbox)
+    docker = env_spec.render_dockerfile(doc)
     assert "apt-get install -y --no-install-recommends git" in docker
     assert "RUN python -m pip install --no-deps --no-build-isolation -e .\n" in docker
     # Without the ready step the fresh checkout has no _version.py: every test errors.

@@ -24,8 +24,8 @@ import pytest
 from envs_helpers import needs_bwrap, write_tree
 
 from codecorpus.envs import discover as disc
+from codecorpus.envs import env_spec, verify
 from codecorpus.envs import sandbox as sb
-from codecorpus.envs import spec, verify
 
 pytestmark = [needs_bwrap, pytest.mark.skipif(not shutil.which("npm"), reason="npm is not installed")]
 
@@ -85,9 +85,9 @@ def test_a_lockfile_pinning_a_missing_version_is_retried_without_the_lock(tmp_pa
     assert len(env.install_notes) == 1 and env.install_notes[0].startswith("npm ci: a locked version is gone")
     assert [s.command for s in env.steps if s.phase == "install"] == ["npm ci", "npm install --no-package-lock"]
     assert verify.counts(env.tests)["passed"] == 6
-    doc = spec.environment_spec(env, "x/locked", "HEAD", cfg.sandbox)
+    doc = env_spec.environment_spec(env, "x/locked", "HEAD", cfg.sandbox)
     assert doc["install"] == ["npm install --no-package-lock"] and doc["install_notes"] == list(env.install_notes)
-    assert "RUN npm install --no-package-lock" in spec.render_dockerfile(doc)
+    assert "RUN npm install --no-package-lock" in env_spec.render_dockerfile(doc)
 
 
 AVA_TESTS = ("const test = require('ava');\n"

@@ -11,8 +11,8 @@ from pathlib import Path
 from envs_helpers import git_repo, needs_bwrap, write_tree
 
 from codecorpus.envs import discover as disc
+from codecorpus.envs import env_spec, verify
 from codecorpus.envs import sandbox as sb
-from codecorpus.envs import spec, verify
 
 pytestmark = needs_bwrap
 UNITTEST = "python -m unittest discover -v -s tests"
@@ -55,7 +55,7 @@ def test_eighty_percent_passes_and_its_failures_are_known(tmp_path):
     assert verify.counts(env.tests) == {"passed": 8, "failed": 2, "skipped": 0}
     assert env.known_failures == ["test_lib.T.test_fail_1", "test_lib.T.test_fail_2"]
     assert env.fresh_tests == env.tests
-    doc = spec.environment_spec(env, "x/lib", base, cfg.sandbox, (), cfg.min_passed, cfg.min_pass_rate)
+    doc = env_spec.environment_spec(env, "x/lib", base, cfg.sandbox, (), cfg.min_passed, cfg.min_pass_rate)
     assert doc["tests"]["known_failures"] == env.known_failures
     assert (doc["tests"]["min_passed"], doc["tests"]["min_pass_rate"]) == (5, 0.8)
     # A task: the patch adds triple(), its test patch a test of it. test_pass_0 is marked a

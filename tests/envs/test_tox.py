@@ -163,18 +163,19 @@ def test_tox_notes_reach_the_env_discover_rows(tmp_path):
     from envs_helpers import git_repo
 
     from codecorpus import schema
-    from codecorpus.envs import stages
+    from codecorpus.envs import bodies as env_bodies
+    from codecorpus.envs import repos
     from codecorpus.envs.config import EnvDiscoverConfig
     from codecorpus.pipeline import bodies
 
     git_repo(tmp_path / "repo", {"tox.ini": UNRESOLVED_TOX_INI,
                                  "tests/test_a.py": "def test_a():\n    pass\n"})
     run = schema.RunPaths(tmp_path / "run")
-    ref = stages.RepoRef("src", "repo", str(tmp_path / "repo"), "git")
+    ref = repos.RepoRef("src", "repo", str(tmp_path / "repo"), "git")
     ctx = bodies.JobContext(run, "env_discover", "h")
-    stages.discover_job(ctx, 0, ref, EnvDiscoverConfig())
+    env_bodies.discover_job(ctx, 0, ref, EnvDiscoverConfig())
     (row,) = bodies.read_parquet(run.part("env_discover", 0)).to_pylist()
-    (note,) = stages.discovery_of(row).notes
+    (note,) = env_bodies.discovery_of(row).notes
     assert note.startswith("tox.ini: left out (unresolved substitution)") and "{tty:--pdb:}" in note
 
 

@@ -22,8 +22,8 @@ from envs_helpers import (
 )
 
 from codecorpus.envs import discover as disc
+from codecorpus.envs import env_spec, verify
 from codecorpus.envs import sandbox as sb
-from codecorpus.envs import spec, verify
 
 pytestmark = needs_bwrap
 
@@ -76,7 +76,7 @@ def test_ci_command_is_tried_first_and_its_line_recorded(tmp_path):
     assert env.verified
     assert env.test_source == (".github/workflows/ci.yml", 7)
     assert env.tests == {t.replace("test_calc", "check_calc"): "passed" for t in CALC_IDS}
-    doc = spec.environment_spec(env, "x/calc", "HEAD", cfg.sandbox)
+    doc = env_spec.environment_spec(env, "x/calc", "HEAD", cfg.sandbox)
     assert doc["provenance"]["test"] == {"file": ".github/workflows/ci.yml", "line": 7}
 
 
@@ -153,17 +153,17 @@ def test_spec_matches_the_shipped_schema(tmp_path):
     repo = write_tree(tmp_path / "repo", {"calc.py": FIXED, "tests/test_calc.py": UNITTESTS})
     cfg = _cfg(tmp_path)
     env = verify.verify_environment(repo, cfg)
-    doc = spec.environment_spec(env, "example/calc", "abc123", cfg.sandbox)
-    jsonschema.Draft202012Validator.check_schema(spec.schema())
-    jsonschema.validate(doc, spec.schema())
-    path = spec.write_spec(doc, tmp_path / "envs")
+    doc = env_spec.environment_spec(env, "example/calc", "abc123", cfg.sandbox)
+    jsonschema.Draft202012Validator.check_schema(env_spec.schema())
+    jsonschema.validate(doc, env_spec.schema())
+    path = env_spec.write_spec(doc, tmp_path / "envs")
     assert path.name == f"example__calc@{env.dependency_hash[:12]}.json"
     assert json.loads(path.read_text()) == doc
     assert doc["test"]["selector_template"] == "python -m unittest -v {tests}"
     broken = {**doc, "tests": {**doc["tests"], "passed": 0}}
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(broken, spec.schema())
-    docker = spec.render_dockerfile(doc).splitlines()
+        jsonschema.validate(broken, env_spec.schema())
+    docker = env_spec.render_dockerfile(doc).splitlines()
     assert docker[1] == "FROM python:3.11-slim"  # the toolchain the spec was verified with
     assert [ln for ln in docker if ln.startswith(("RUN", "CMD"))] == [
         *(f"RUN {step['command']}" for step in doc["steps"]),
@@ -171,7 +171,7 @@ def test_spec_matches_the_shipped_schema(tmp_path):
     assert [step["command"] for step in doc["steps"]] == list(env.install)  # nothing to ready
     assert doc["tests"]["fresh_tree"] == {"passed": 5, "failed": 0, "skipped": 0}
     with pytest.raises(ValueError, match="not verified"):
-        spec.environment_spec(verify.Verification(False, "flaky"), "x", "y", cfg.sandbox)
+        env_spec.environment_spec(verify.Verification(False, "flaky"), "x", "y", cfg.sandbox)
 
 
 @pytest.mark.skipif(not shutil.which("node"), reason="node is not installed")
@@ -245,24 +245,24 @@ def test_spec_identity_leaves_out_the_measurements(tmp_path):
     repo = write_tree(tmp_path / "repo", {"calc.py": FIXED, "tests/test_calc.py": UNITTESTS})
     cfg = _cfg(tmp_path)
     env = verify.verify_environment(repo, cfg)
-    doc = spec.environment_spec(env, "example/calc", "abc123", cfg.sandbox)
-    assert set(spec.MEASURED) <= set(doc)
+    doc = env_spec.environment_spec(env, "example/calc", "abc123", cfg.sandbox)
+    assert set(env_spec.MEASURED) <= set(doc)
     run = tmp_path / "run"
-    path = spec.write_spec(doc, run / "envs")
+    path = env_spec.write_spec(doc, run / "envs")
     task = {"instance_id": "example__calc-1", "repo": "example/calc",
             "environment": f"envs/{path.name}", "FAIL_TO_PASS": '["t"]'}
     (run / "verified").mkdir()
     (run / "verified" / "tasks.jsonl").write_text(json.dumps(task, sort_keys=True) + "\n")
     manifest = rl.build_manifest(run, "envs", "verified/tasks.jsonl")
-    assert manifest["environments"][0]["spec_sha256"] == spec.identity_hash(doc)
+    assert manifest["environments"][0]["spec_sha256"] == env_spec.identity_hash(doc)
     rl.write_manifest(run, manifest)
     again = verify.verify_environment(repo, cfg)  # cached: other durations, same identity
-    remeasured = spec.environment_spec(again, "example/calc", "abc123", cfg.sandbox)
+    remeasured = env_spec.environment_spec(again, "example/calc", "abc123", cfg.sandbox)
     assert remeasured["durations"] != doc["durations"]
-    spec.write_spec(remeasured, run / "envs")
+    env_spec.write_spec(remeasured, run / "envs")
     assert rl.verify(run / "manifest.json") == []
     assert rl.build_manifest(run, "envs", "verified/tasks.jsonl") == manifest
-    spec.write_spec({**doc, "install": [*doc["install"], "python -m pip install six"]},
+    env_spec.write_spec({**doc, "install": [*doc["install"], "python -m pip install six"]},
                     run / "envs")
     assert [p.split(":")[1].strip() for p in rl.verify(run / "manifest.json")] == ["spec_sha256"]
 
@@ -279,19 +279,19 @@ def test_dockerfile_and_spec_name_the_same_steps():
         ready=("python -m pip install --no-deps --no-build-isolation -e '.[test]'",), system_packages=("git",),
         proof={"method": "import resolution in the fresh tree", "own": True,
                "packages": {"pkg": {"origin": "/workspace/src/pkg/__init__.py", "where": "work tree"}}})
-    doc = spec.environment_spec(env, "x/pkg", "abc", sb.SandboxConfig())
-    jsonschema.validate(doc, spec.schema())
+    doc = env_spec.environment_spec(env, "x/pkg", "abc", sb.SandboxConfig())
+    jsonschema.validate(doc, env_spec.schema())
     assert [s["phase"] for s in doc["steps"]] == ["system", "install", "install", "ready"]
-    runs = [ln.removeprefix("RUN ") for ln in spec.render_dockerfile(doc).splitlines()
+    runs = [ln.removeprefix("RUN ") for ln in env_spec.render_dockerfile(doc).splitlines()
             if ln.startswith("RUN ")]
     assert runs == [s["command"] for s in doc["steps"]]
     assert "git" in runs[0] and runs[-1] == env.ready[0]
     unproven = {**doc, "proof": {**doc["proof"], "own": False}}
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(unproven, spec.schema())
+        jsonschema.validate(unproven, env_spec.schema())
     on_exit_code = {**doc, "test": {**doc["test"], "parser": "exit-code"}}
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(on_exit_code, spec.schema())
+        jsonschema.validate(on_exit_code, env_spec.schema())
 
 
 def test_report_paths_through_a_symlink_are_neither_read_nor_removed(tmp_path):

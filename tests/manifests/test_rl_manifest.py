@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from codecorpus.envs import env_spec
 from codecorpus.envs import sandbox as sb
-from codecorpus.envs import spec
 from codecorpus.envs.verify import Verification
 from codecorpus.manifests import rl
 from codecorpus.manifests.manifest import show
@@ -35,8 +35,8 @@ def run(tmp_path: Path) -> Path:
         proof={"method": "import resolution in the fresh tree", "own": True,
                "packages": {"calc": {"origin": "/workspace/calc.py", "where": "work tree"}}},
     )
-    doc = spec.environment_spec(env, "example/calc", "abc123", sb.SandboxConfig(kind="none"))
-    path = spec.write_spec(doc, tmp_path / "envs")
+    doc = env_spec.environment_spec(env, "example/calc", "abc123", sb.SandboxConfig(kind="none"))
+    path = env_spec.write_spec(doc, tmp_path / "envs")
     task = {
         "instance_id": "example__calc-1",
         "repo": "example/calc",

@@ -32,8 +32,10 @@ import pytest
 
 from codecorpus import schema
 from codecorpus.config import Recipe, load_recipe_data
+from codecorpus.envs import bodies as envs
+from codecorpus.envs import repos
 from codecorpus.envs import sandbox as sb
-from codecorpus.envs import stages as envs
+from codecorpus.envs.config import VERIFIED_TASKS
 from codecorpus.pipeline import bodies
 from codecorpus.pipeline.spec import PLAN_INLINE_ENV
 from codecorpus.reports.build import write_report
@@ -350,7 +352,7 @@ def test_envs_stages_share_only_the_bucket(bucket, s3_server, tmp_path, monkeypa
         return pickle.loads(pickle.dumps(bodies.JobContext(driver, stage, "hash")))
 
     try:
-        (ref,), _ = envs.plan_repositories(recipe)
+        (ref,), _ = repos.plan_repositories(recipe)
         envs.discover_job(on("a", "env_discover"), 0, ref, recipe.stages.env_discover)
         shutil.rmtree(tmp_path / "cache-a")  # node a's disk is no other node's
         verify = functools.partial(
@@ -358,7 +360,7 @@ def test_envs_stages_share_only_the_bucket(bucket, s3_server, tmp_path, monkeypa
         )
         assert bodies.map_job(on("b", "env_verify"), 0, "env_discover", verify)["rows_out"] == 1
         snapshot = tmp_path / "cache-b" / mirror / "env_discover" / "repos" / "calc"
-        assert schema.snapshot_bundle(snapshot).is_file()  # node b cloned it from the bucket
+        assert repos.snapshot_bundle(snapshot).is_file()  # node b cloned it from the bucket
         shutil.rmtree(tmp_path / "cache-b")
         ctx, cfg = on("c", "task_validate"), recipe.stages.task_validate
         validated = envs.validate_task_job(
@@ -373,5 +375,5 @@ def test_envs_stages_share_only_the_bucket(bucket, s3_server, tmp_path, monkeypa
 
     verified = _cli(["manifest", "verify", url], s3_server, tmp_path / "cache-fresh")
     assert verified.returncode == 0, verified.stdout + verified.stderr
-    task = bucket.get_object(Bucket=BUCKET, Key=f"nofs/envs/{schema.VERIFIED_TASKS}")["Body"].read()
+    task = bucket.get_object(Bucket=BUCKET, Key=f"nofs/envs/{VERIFIED_TASKS}")["Body"].read()
     assert json.loads(json.loads(task)["FAIL_TO_PASS"]) == ["test_calc.CalcTest.test_clamp"]

@@ -19,9 +19,9 @@ from envs_helpers import FIXED, LIB, PATCH, UNITTESTS
 from rollout_helpers import verified_task
 
 from codecorpus import schema
+from codecorpus.envs import env_spec, repos, verify
 from codecorpus.envs import sandbox as sb
-from codecorpus.envs import spec as envspec
-from codecorpus.envs import stages, verify
+from codecorpus.envs.config import ENV_CACHE_DIR, ENVS_DIR, VERIFIED_TASKS
 from codecorpus.manifests import rl
 from codecorpus.storage import mirror as store
 from codecorpus.storage.atomic import atomic_write_bytes
@@ -45,16 +45,16 @@ def _publish_run(root: Path, tmp: Path) -> tuple[Path, str]:
     (folder / "tests").mkdir(parents=True)
     (folder / "calc.py").write_text(LIB)
     (folder / "tests" / "test_calc.py").write_text(UNITTESTS)
-    snap = stages.publish_snapshot(folder, schema.RunPaths(root).snapshot("env_discover", "calc"))
+    snap = repos.publish_snapshot(folder, schema.RunPaths(root).snapshot("env_discover", "calc"))
     base = verify.run_git(snap, "rev-parse", "HEAD").stdout.decode().strip()
     entry = verified_task(snap, base, tmp / "verify-cache")  # the driver's scratch: no node sees it
-    spec_path = envspec.write_spec(entry.spec, root / schema.ENVS_DIR)
+    spec_path = env_spec.write_spec(entry.spec, root / ENVS_DIR)
     sink = io.BytesIO()
     pq.write_table(pa.table({"env_file": [spec_path.name], "git_dir": [str(store.origin_path(snap))]}), sink)
     atomic_write_bytes(root / "env_verify" / "part-00000.parquet", sink.getvalue())
-    task = {**entry.task, "environment": f"{schema.ENVS_DIR}/{spec_path.name}"}
-    atomic_write_bytes(root / schema.VERIFIED_TASKS, (json.dumps(task, sort_keys=True) + "\n").encode())
-    rl.write_manifest(root, rl.build_manifest(root, schema.ENVS_DIR, schema.VERIFIED_TASKS))
+    task = {**entry.task, "environment": f"{ENVS_DIR}/{spec_path.name}"}
+    atomic_write_bytes(root / VERIFIED_TASKS, (json.dumps(task, sort_keys=True) + "\n").encode())
+    rl.write_manifest(root, rl.build_manifest(root, ENVS_DIR, VERIFIED_TASKS))
     return root / rl.MANIFEST_NAME, entry.spec["cache_key"]
 
 
@@ -120,8 +120,8 @@ def test_pool_places_sessions_by_node_capacity_without_a_shared_fs(s3_server, tm
     mirror = store.mirror_root(URL).name
     for node in ("head", "worker"):  # each node: the run through the bucket, its own install, once
         run = caches[node] / mirror
-        assert (run / schema.ENV_CACHE_DIR / key / ".complete.json").is_file(), node
-        assert sorted(p.name for p in (run / schema.ENV_CACHE_DIR).iterdir()) == [f".{key}.lock", key]
-        assert schema.snapshot_bundle(run / "env_discover" / "repos" / "calc").is_file()
+        assert (run / ENV_CACHE_DIR / key / ".complete.json").is_file(), node
+        assert sorted(p.name for p in (run / ENV_CACHE_DIR).iterdir()) == [f".{key}.lock", key]
+        assert repos.snapshot_bundle(run / "env_discover" / "repos" / "calc").is_file()
         assert (run / "manifest.json").is_file()
-    assert not (caches["driver"] / mirror / schema.ENV_CACHE_DIR).exists()
+    assert not (caches["driver"] / mirror / ENV_CACHE_DIR).exists()

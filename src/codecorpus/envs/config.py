@@ -18,6 +18,18 @@ from pydantic import Field
 from codecorpus.envs import sandbox as sb
 from codecorpus.model import Model
 
+# The run directory of an environments run: formats of this part alone, beside its configs
+# because the stage specs name them (``output_dirs``) and a spec imports configs, not bodies.
+ENVS_DIR = "envs"
+"""``RUN/envs/``: one verified environment spec (JSON) per repository."""
+ENV_TRACES_DIR = "traces/env_verify"
+"""``RUN/traces/env_verify/``: the proposer's transcripts, as chat traces."""
+VERIFIED_DIR = "verified"
+"""``RUN/verified/``: the validated tasks and the RL manifest."""
+VERIFIED_TASKS = f"{VERIFIED_DIR}/tasks.jsonl"
+ENV_CACHE_DIR = "env_cache"
+"""``RUN/env_cache/``: this node's installed environments by content key (the default cache)."""
+
 
 class EnvDiscoverConfig(Model):
     """Group each repository's commits by dependency-file hash; derive candidates per group."""

@@ -2,7 +2,7 @@
 
 A task's repository is found through the run's ``env_verify`` rows (each names the git
 directory of its environment's version); a snapshot another node of an S3 run made is
-cloned from its published bundle (``stages.repository_of``).
+cloned from its published bundle (``repos.repository_of``).
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from codecorpus import schema
+from codecorpus.envs.config import ENV_CACHE_DIR
+from codecorpus.envs.repos import repository_of
 from codecorpus.envs.session import TaskEntry
-from codecorpus.envs.stages import repository_of
 from codecorpus.storage import mirror as store
 
 
@@ -43,4 +44,4 @@ def tasks_of(manifest: Path) -> dict[str, TaskEntry]:
 
 def run_cache_dir(manifest: Path) -> str:
     """The run's environment cache on this node, the default ``SessionConfig.cache_dir``."""
-    return str(store.node_path(Path(manifest).parent) / schema.ENV_CACHE_DIR)
+    return str(store.node_path(Path(manifest).parent) / ENV_CACHE_DIR)

@@ -476,16 +476,42 @@ def _run_graded(tree: Path, env: verify.Verification, env_dir: Path | None, cfg:
 
 GOLD_UNRESOLVED = "gold_patch_unresolved"
 EMPTY_RESOLVED = "empty_patch_resolved"
+NAMED_TESTS = 5
+"""Tests a by-use drop's detail names, then how many more: enough to find the culprit, short
+enough to read in a drop table."""
+
+
+def named_tests(tests: list[str], limit: int = NAMED_TESTS, chars: int = 300) -> str:
+    """``tests`` as a drop detail names them: the first ``limit`` ids, within ``chars``
+    characters (a longer id is cut), then how many were left off.
+
+    >>> named_tests(["t.a", "t.b", "t.c"], limit=2)
+    't.a, t.b (+1 more)'
+    >>> named_tests(["x" * 20], chars=10)
+    'xxxxxxx...'
+    """
+    shown: list[str] = []
+    for test in tests[:limit]:
+        test = test if len(test) <= chars else test[: chars - 3] + "..."
+        if shown and len(", ".join([*shown, test])) > chars:
+            break
+        shown.append(test)
+    more = len(tests) - len(shown)
+    return ", ".join(shown) + (f" (+{more} more)" if more else "")
 
 
 def validate_by_use(entry: TaskEntry, cfg: SessionConfig) -> tuple[str | None, str]:
     """A task graded as a trainer will grade it: its gold patch must resolve it and an
-    empty patch must not. Returns (drop reason or None, what the reports said)."""
+    empty patch must not. Returns (drop reason or None, what decided it: the graded tests
+    the gold patch left failing, or the FAIL_TO_PASS tests the empty patch passed)."""
     gold = evaluate_patch(entry, entry.task["patch"], cfg)
     if not gold["resolved"]:
-        failed = gold["tests_status"]["FAIL_TO_PASS"]["failure"] + gold["tests_status"]["PASS_TO_PASS"]["failure"]
-        return GOLD_UNRESOLVED, f"gold patch: {gold['reason'] or 'failing'}: {failed[:5]}"
+        status = gold["tests_status"]
+        failing = [f"{kind} failing: {named_tests(status[kind]['failure'])}"
+                   for kind in ("FAIL_TO_PASS", "PASS_TO_PASS") if status[kind]["failure"]]
+        return GOLD_UNRESOLVED, "; ".join([f"gold patch: {gold['reason'] or 'tests failing'}", *failing])
     empty = evaluate_patch(entry, "", cfg)
     if empty["resolved"]:
-        return EMPTY_RESOLVED, "the base commit already passes every FAIL_TO_PASS test"
+        passed = empty["tests_status"]["FAIL_TO_PASS"]["success"]
+        return EMPTY_RESOLVED, f"empty patch: every FAIL_TO_PASS test passes: {named_tests(passed) or 'none listed'}"
     return None, "gold resolves, empty does not"

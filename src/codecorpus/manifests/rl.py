@@ -4,7 +4,7 @@
 path, ``spec_sha256``, repository, revision, cache key) and the verified task set
 (``verified/tasks.jsonl``: path, sha256, count, and per task its instance id, environment
 and the sha256 of its JSON line). Sorted keys, relative paths, no timestamps: the same run
-gives the same bytes. A spec's ``spec_sha256`` is its identity hash (``envs.spec.
+gives the same bytes. A spec's ``spec_sha256`` is its identity hash (``envs.env_spec.
 identity_hash``: everything but the measured durations and test counts), so the same inputs
 give the same manifest although the measurements in the spec files differ run to run.
 ``verify`` trusts none of it: it re-hashes every spec and task file, re-reads every task
@@ -25,7 +25,7 @@ from typing import Any
 
 import jsonschema
 
-from codecorpus.envs import spec as envspec
+from codecorpus.envs import env_spec
 from codecorpus.schema import RL_MANIFEST_KIND
 from codecorpus.storage import mirror as store
 from codecorpus.storage.atomic import atomic_write_bytes, sha256_file
@@ -55,7 +55,7 @@ def build_manifest(root: Path, envs_dir: str, tasks_file: str) -> dict[str, Any]
     envs = []
     for path in store.list_files(root / envs_dir, "*.json", fetch=True):
         doc = json.loads(path.read_text())
-        envs.append({"path": f"{envs_dir}/{path.name}", "spec_sha256": envspec.identity_hash(doc), "repo": doc["repo"],
+        envs.append({"path": f"{envs_dir}/{path.name}", "spec_sha256": env_spec.identity_hash(doc), "repo": doc["repo"],
                      "revision": doc["revision"], "cache_key": doc["cache_key"],
                      "toolchain": doc["toolchain"]["name"]})
     tasks_path = store.ensure_local(root / tasks_file)
@@ -99,11 +99,11 @@ def _env_problems(root: Path, m: dict[str, Any]) -> list[str]:
             continue
         try:
             doc = json.loads(path.read_text())
-            jsonschema.validate(doc, envspec.schema())
+            jsonschema.validate(doc, env_spec.schema())
         except (ValueError, jsonschema.ValidationError) as err:
             problems.append(f"{e['path']}: not a valid environment spec: {str(err).splitlines()[0]}")
             continue
-        if (digest := envspec.identity_hash(doc)) != e["spec_sha256"]:
+        if (digest := env_spec.identity_hash(doc)) != e["spec_sha256"]:
             problems.append(f"{e['path']}: spec_sha256: expected {e['spec_sha256']} (manifest), found {digest}")
     return problems
 

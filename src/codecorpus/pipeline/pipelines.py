@@ -48,7 +48,7 @@ def _repo_tasks() -> Pipeline:
 
 
 def _repo_envs() -> Pipeline:
-    from codecorpus.envs.stages import ENV_DISCOVER, ENV_VERIFY, TASK_VALIDATE
+    from codecorpus.envs.spec import ENV_DISCOVER, ENV_VERIFY, TASK_VALIDATE
 
     return (ENV_DISCOVER, ENV_VERIFY, TASK_VALIDATE)
 

@@ -1,15 +1,12 @@
-"""The environment stages, declared::
+"""The job bodies of the environment stages (their specs: ``envs/spec.py``)::
 
     env_discover (source) -> env_verify (filter) -> task_validate (sink)
 
-- ``env_discover``: one task per repository of the recipe's ``git`` or ``local`` sources (a
-  plain folder is first committed into a snapshot repository in the run directory, with
-  fixed author and dates, so the same files give the same commit; the run publishes it as
-  one ``git bundle`` file, from which a task on another node clones it: ``repository_of``).
-  Its commits are grouped by dependency-file hash (``discover.group_commits``); each group,
-  newest first, is one row with the ranked candidates read from its newest commit, each
-  with file and line.
-- ``env_verify``: per row, the candidates run in the sandbox (``verify.verify_environment``
+- ``discover_job``: one repository of the recipe's sources (``envs/repos.py``; a plain folder
+  is first committed into a snapshot repository) -> its commits grouped by dependency-file
+  hash (``discover.group_commits``); each group, newest first, is one row with the ranked
+  candidates read from its newest commit, each with file and line.
+- ``verify_table``: per row, the candidates run in the sandbox (``verify.verify_environment``
   in a fresh tree, reproduced in a second fresh checkout of the same commit); a verified
   version writes ``envs/<repo>@<hash>.json`` (checked against the shipped schema) and a
   Dockerfile beside it, a failed one is a drop with its reason and, in its detail, every
@@ -18,13 +15,14 @@
   least ``min_passed`` passing, at least ``min_pass_rate``, reproduced in a fresh tree.
   When the heuristics find nothing or all fail, the recipe's proposer is asked
   (``envs/propose.py``) and its exchange is saved under ``traces/env_verify/``.
-- ``task_validate``: the SWE-bench-format task candidates of ``task_validate.tasks``, one task
-  per repository, validated with ``verify.validate_instances`` against the repository's
-  verified environment, then validated by use (``session.validate_by_use``: graded as a
-  trainer grades it, the gold patch must resolve the task and an empty patch must not;
-  else a drop, ``gold_patch_unresolved`` / ``empty_patch_resolved``); writes
-  ``verified/tasks.jsonl`` (FAIL_TO_PASS / PASS_TO_PASS filled)
-  and the RL manifest ``manifest.json`` (``manifests/rl.py``).
+- ``validate_task_job``: one repository's SWE-bench-format task candidates, validated with
+  ``verify.validate_instances`` against the repository's verified environment, then
+  validated by use (``session.validate_by_use``: graded as a trainer grades it, the gold
+  patch must resolve the task and an empty patch must not; else a drop,
+  ``gold_patch_unresolved`` / ``empty_patch_resolved``, whose detail names the tests that
+  decided it); ``unmatched_job`` drops the candidates of no repository;
+  ``write_task_outputs`` writes ``verified/tasks.jsonl`` (FAIL_TO_PASS / PASS_TO_PASS
+  filled) and the RL manifest ``manifest.json`` (``manifests/rl.py``).
 
 Every row in is a row out or a drop with a reason; the executor does the rest (hashes,
 markers, resume, stats). Repository code runs only inside ``envs/sandbox.py``.
@@ -33,16 +31,13 @@ markers, resume, stats). Repository code runs only inside ``envs/sandbox.py``.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
-import os
-import shutil
 import subprocess
 import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,34 +46,27 @@ import pyarrow as pa
 
 from codecorpus import schema
 from codecorpus.envs import discover as disc
-from codecorpus.envs import propose, session, toolchains, verify
-from codecorpus.envs import sandbox as sb
-from codecorpus.envs import spec as envspec
-from codecorpus.envs.config import EnvDiscoverConfig, EnvVerifyConfig, TaskValidateConfig
-from codecorpus.ingest import git as ingest_git
-from codecorpus.ingest.config import GitSource, LocalSource
+from codecorpus.envs import env_spec, propose, repos, session, verify
+from codecorpus.envs.config import (
+    ENV_CACHE_DIR,
+    ENV_TRACES_DIR,
+    ENVS_DIR,
+    VERIFIED_TASKS,
+    EnvDiscoverConfig,
+    EnvVerifyConfig,
+    TaskValidateConfig,
+)
 from codecorpus.manifests.rl import build_manifest, write_manifest
-from codecorpus.model import RecipeError, config_hash
-from codecorpus.pipeline import bodies
-from codecorpus.pipeline.spec import Job, StageRun, StageSpec
-from codecorpus.pipeline.user import source_digest
+from codecorpus.pipeline.bodies import JobContext, finish_shard, read_parquet, result_stats
 from codecorpus.stage import MapResult
 from codecorpus.storage import mirror as store
-from codecorpus.storage.atomic import atomic_write_bytes, file_digests
+from codecorpus.storage.atomic import atomic_write_bytes
 
 UNREADABLE_REPOSITORY = "unreadable_repository"
 OVER_MAX_VERSIONS = "over_max_versions"
 UNKNOWN_REPOSITORY = "unknown_repository"
 BAD_TASK_RECORD = "bad_task_record"
 BASE_COMMIT_MISSING = "base_commit_missing"
-SNAPSHOT_DATE = "1980-01-01T00:00:00Z"
-SNAPSHOT_MARKER = "codecorpus-snapshot"
-"""In a snapshot's ``.git``: the repository is complete (written last, before the rename)."""
-_GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "GIT_AUTHOR_NAME": "codecorpus",
-            "GIT_AUTHOR_EMAIL": "codecorpus@localhost", "GIT_COMMITTER_NAME": "codecorpus",
-            "GIT_COMMITTER_EMAIL": "codecorpus@localhost", "GIT_AUTHOR_DATE": SNAPSHOT_DATE,
-            "GIT_COMMITTER_DATE": SNAPSHOT_DATE}
-
 VERSION_SCHEMA = pa.schema([
     pa.field(schema.ID, pa.string()), pa.field(schema.SOURCE, pa.string()),
     pa.field(schema.REPO, pa.string()), pa.field(schema.PATH, pa.string()),
@@ -98,161 +86,12 @@ TASK_SCHEMA = pa.schema([
 ])
 
 
-# ---------------------------------------------------------------- repositories
-
-
-@dataclass(frozen=True)
-class RepoRef:
-    """One repository of the recipe's sources: a git repository, or a plain folder to snapshot."""
-
-    source: str
-    name: str
-    location: str
-    kind: str  # "git" | "folder"
-    revision: str = "HEAD"
-    problem: str = ""
-
-
-def _git_refs(src: GitSource) -> list[RepoRef]:
-    form = ingest_git.source_form(src)
-    if form == "repository":
-        return [RepoRef(src.name, ingest_git.repo_name(src), ingest_git.resolve_gitdir(src), "git", src.revision)]
-    found = (ingest_git.find_repositories(Path(src.path)) if form == "folder"
-             else ingest_git.listed_repositories(Path(src.path)))
-    refs = []
-    for f in ingest_git.name_repositories(list(found)):
-        location = f.location
-        if not f.problem and ingest_git.is_url(location):
-            location = ingest_git.resolve_gitdir(src.model_copy(update={"path": location}))
-        refs.append(RepoRef(src.name, f.name, location, "git", src.revision,
-                            f"{f.problem[0]}: {f.problem[1]}" if f.problem else ""))
-    return refs
-
-
-def _local_refs(src: LocalSource) -> list[RepoRef]:
-    root = Path(src.path)
-    one = src.layout == "repo" or (src.layout == "auto" and (
-        (root / ".git").exists() or any(p.is_file() for p in root.iterdir())))
-    dirs = [root] if one else sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-    return [RepoRef(src.name, d.name, str(d), "git" if (d / ".git").exists() else "folder")
-            for d in dirs]
-
-
-def repositories(recipe: Any) -> list[RepoRef]:
-    """Every repository of the recipe's sources, in source order then by name."""
-    refs: list[RepoRef] = []
-    for src in recipe.sources:
-        refs += _git_refs(src) if isinstance(src, GitSource) else _local_refs(src)
-    return refs
-
-
-def _folder_digest(root: Path) -> str:
-    h = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and ".git" not in p.parts):
-        h.update(str(path.relative_to(root)).encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
-    return h.hexdigest()
-
-
-def _fingerprint(ref: RepoRef) -> list[str]:
-    if ref.problem:
-        return [ref.name, ref.problem]
-    if ref.kind == "folder":
-        return [ref.name, _folder_digest(Path(ref.location))]
-    proc = _git(Path(ref.location), "rev-parse", "--verify", "-q", f"{ref.revision}^{{commit}}")
-    return [ref.name, proc.stdout.decode().strip() or "unresolved"]
-
-
-def plan_repositories(recipe: Any, _tasks: Any = None) -> tuple[list[RepoRef], str]:
-    """One shard per repository, and the plan's hash (each repository's resolved revision)."""
-    refs = repositories(recipe)
-    return refs, config_hash([_fingerprint(r) for r in refs])
-
-
-def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
-    return verify.run_git(repo, *args, env=_GIT_ENV)
-
-
-def _is_snapshot(path: Path) -> bool:
-    return (path / ".git" / SNAPSHOT_MARKER).is_file()
-
-
-def _made_once(dest: Path, make: Callable[[Path], None], source: str) -> Path:
-    """``dest``, a repository ``make`` builds in a temporary folder beside it, marked complete
-    (``SNAPSHOT_MARKER``, naming ``source``) and renamed into place; one already there is kept
-    (made before, or by another task on this node meanwhile), a half-made one replaced."""
-    if _is_snapshot(dest):
-        return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
-    try:
-        make(tmp)
-        (tmp / ".git" / SNAPSHOT_MARKER).write_text(source)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    if dest.exists() and not _is_snapshot(dest):
-        shutil.rmtree(dest, ignore_errors=True)  # left by a task that crashed before its marker
-    try:
-        os.rename(tmp, dest)
-    except OSError:  # another task on this node made it first
-        shutil.rmtree(tmp, ignore_errors=True)
-        if not _is_snapshot(dest):
-            raise
-    return dest
-
-
-def _git_or_fail(repo: Path, what: str, *args: str) -> None:
-    proc = _git(repo, *args)
-    if proc.returncode != 0:
-        raise ValueError(f"git {args[0]} {what}: {proc.stderr.decode()[:300]}")
-
-
-def snapshot(folder: Path, dest: Path) -> Path:
-    """A one-commit git repository of a plain folder's files (fixed author and dates: the same
-    files give the same commit id), made once under ``dest``."""
-
-    def make(tmp: Path) -> None:
-        shutil.copytree(folder, tmp, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".git"))
-        for args in (("init", "-q"), ("add", "-A"), ("commit", "-q", "--no-verify", "-m", "snapshot")):
-            _git_or_fail(tmp, f"in a snapshot of {folder}", *args)
-
-    return _made_once(dest, make, str(folder))
-
-
-def publish_snapshot(folder: Path, dest: Path) -> Path:
-    """``snapshot(folder, dest)``, and the repository written beside it as one ``git bundle``
-    file (``schema.snapshot_bundle``), the run file a task on another node clones it from."""
-    snapshot(folder, dest)
-    with tempfile.TemporaryDirectory(prefix="bundle-") as tmp:
-        bundle = Path(tmp) / "snapshot.bundle"
-        _git_or_fail(dest, f"of the snapshot of {folder}", "bundle", "create", str(bundle), "--all")
-        atomic_write_bytes(schema.snapshot_bundle(dest), bundle.read_bytes())
-    return dest
-
-
-def repository_of(row: dict[str, Any]) -> Path:
-    """The git directory a version row names, on this node.
-
-    A source repository is an input and is used where it is. A snapshot is a run file: when
-    this node's mirror of an S3 run lacks it (another node discovered the repository), it is
-    cloned from its published bundle, without a checkout (``verify.fresh_tree`` reads the objects).
-    Nothing outside the run's mirror is ever replaced.
-    """
-    path = store.node_path(row["git_dir"])
-    run = store.active()
-    if run is None or run.key(path) is None or _is_snapshot(path):
-        return path  # a local run's snapshot, an input repository, or one this node holds
-    bundle = store.ensure_local(schema.snapshot_bundle(path))
-    clone = ("clone", "-q", "--no-checkout", str(bundle))
-    return _made_once(path, lambda tmp: _git_or_fail(path.parent, f"of the snapshot bundle {bundle}", *clone, str(tmp)),
-                      str(bundle))
+# ---------------------------------------------------------------- env_discover
 
 
 def _safe(name: str) -> str:
-    return envspec.spec_name(name, "0" * 12).rsplit("@", 1)[0]
-
-
-# ---------------------------------------------------------------- env_discover
+    """A repository's name as a folder name: its spec files' spelling of it, without the hash."""
+    return env_spec.spec_name(name, "0" * 12).rsplit("@", 1)[0]
 
 
 def _candidates_json(found: disc.Discovery) -> str:
@@ -276,9 +115,9 @@ def _tree_bytes(tree: Path) -> int:
     return sum(p.stat().st_size for p in tree.rglob("*") if p.is_file() and ".git" not in p.parts)
 
 
-def _versions(ref: RepoRef, gitdir: Path, cfg: EnvDiscoverConfig) -> tuple[list[dict], list[dict]]:
+def _versions(ref: repos.RepoRef, gitdir: Path, cfg: EnvDiscoverConfig) -> tuple[list[dict], list[dict]]:
     """Version rows (newest dependency group first) and the groups past ``max_versions``."""
-    listed = _git(gitdir, "rev-list", f"--max-count={cfg.max_commits}", ref.revision, "--")
+    listed = repos.git(gitdir, "rev-list", f"--max-count={cfg.max_commits}", ref.revision, "--")
     if listed.returncode != 0:
         raise ValueError(f"git rev-list {ref.revision}: {listed.stderr.decode()[:300]}")
     groups = disc.group_commits(gitdir, listed.stdout.decode().split())
@@ -302,7 +141,7 @@ def _versions(ref: RepoRef, gitdir: Path, cfg: EnvDiscoverConfig) -> tuple[list[
     return kept, over
 
 
-def discover_job(ctx: bodies.JobContext, shard: int, ref: RepoRef, cfg: EnvDiscoverConfig) -> dict:
+def discover_job(ctx: JobContext, shard: int, ref: repos.RepoRef, cfg: EnvDiscoverConfig) -> dict:
     """One repository -> one row per dependency version (its ranked candidates)."""
     t0 = time.perf_counter()
     problem_row = {schema.ID: ref.name, schema.SOURCE: ref.source, schema.REPO: ref.name,
@@ -313,7 +152,7 @@ def discover_job(ctx: bodies.JobContext, shard: int, ref: RepoRef, cfg: EnvDisco
             raise ValueError(ref.problem)
         gitdir = Path(ref.location)
         if ref.kind == "folder":
-            gitdir = publish_snapshot(gitdir, ctx.run.snapshot(ctx.stage, _safe(ref.name)))
+            gitdir = repos.publish_snapshot(gitdir, ctx.run.snapshot(ctx.stage, _safe(ref.name)))
         kept, over = _versions(ref, gitdir, cfg)
     except (OSError, ValueError, subprocess.SubprocessError) as err:
         bad = [(problem_row, str(err)[:500])]
@@ -327,13 +166,8 @@ def discover_job(ctx: bodies.JobContext, shard: int, ref: RepoRef, cfg: EnvDisco
         {"repositories": 1, "candidates": n_candidates}))
     rows_in = len(kept) + len(over) + len(bad)
     bytes_in = sum(r[schema.BYTES] for r in kept)  # the versions' trees, as measured on export
-    stats = bodies.result_stats(rows_in, bytes_in, 0, {}, result, time.perf_counter() - t0)
-    return bodies.finish_shard(ctx, shard, result, stats)
-
-
-def discover_jobs(run: StageRun) -> list[Job]:
-    return [Job(schema.shard_name(i), discover_job, (run.ctx, i, ref, run.cfg), (ref.location,))
-            for i, ref in enumerate(run.shards)]
+    stats = result_stats(rows_in, bytes_in, 0, {}, result, time.perf_counter() - t0)
+    return finish_shard(ctx, shard, result, stats)
 
 
 # ---------------------------------------------------------------- env_verify
@@ -342,7 +176,7 @@ def discover_jobs(run: StageRun) -> list[Job]:
 def verify_config(cfg: EnvVerifyConfig, run_root: Path) -> verify.VerifyConfig:
     """The sandbox settings of ``verify``: the cache defaults to RUN/env_cache, in this node's
     mirror of an S3 run (installed environments are a node's own, never published)."""
-    cache_dir = cfg.cache_dir or str(store.node_path(run_root) / schema.ENV_CACHE_DIR)
+    cache_dir = cfg.cache_dir or str(store.node_path(run_root) / ENV_CACHE_DIR)
     return verify.VerifyConfig(
         sandbox=cfg.sandbox,
         install_limits=cfg.install_limits,
@@ -410,20 +244,20 @@ def verdict(env: verify.Verification) -> dict[str, Any]:
 
 def _write_outputs(root: Path, row: dict, env: verify.Verification, cfg: EnvVerifyConfig) -> str:
     """Write a verified version's spec (schema-checked) and Dockerfile; the spec's file name."""
-    doc = envspec.environment_spec(env, row[schema.REPO], row["revision"], cfg.sandbox,
+    doc = env_spec.environment_spec(env, row[schema.REPO], row["revision"], cfg.sandbox,
                                    tuple(row["dependency_files"]), cfg.min_passed,
                                    cfg.min_pass_rate)
-    jsonschema.validate(doc, envspec.schema())
-    path = envspec.write_spec(doc, root / schema.ENVS_DIR)
+    jsonschema.validate(doc, env_spec.schema())
+    path = env_spec.write_spec(doc, root / ENVS_DIR)
     if cfg.dockerfile:
-        atomic_write_bytes(path.with_suffix(".Dockerfile"), envspec.render_dockerfile(doc).encode())
+        atomic_write_bytes(path.with_suffix(".Dockerfile"), env_spec.render_dockerfile(doc).encode())
     return path.name
 
 
 def _ask_proposer(row: dict, env: verify.Verification, found: disc.Discovery, cfg: EnvVerifyConfig,
                   vcfg: verify.VerifyConfig, root: Path) -> verify.Verification:
     """The proposer's turn: its commands verified in a fresh tree; the exchange saved as a trace."""
-    gitdir, revision = repository_of(row), row["revision"]
+    gitdir, revision = repos.repository_of(row), row["revision"]
     with tempfile.TemporaryDirectory(prefix="propose-") as tmp:
         tree = Path(tmp) / "tree"
         verify.fresh_tree(gitdir, revision, tree)
@@ -439,8 +273,8 @@ def _ask_proposer(row: dict, env: verify.Verification, found: disc.Discovery, cf
     else:
         text = "verified" if outcome.verified else f"failed: {outcome.reason}"
     trace = propose.trace_record(messages, row[schema.REPO], revision, cfg.proposer, text, proposed)
-    name = envspec.spec_name(row[schema.REPO], row["dependency_hash"]).removesuffix(".json")
-    atomic_write_bytes(root / schema.ENV_TRACES_DIR / f"{name}.jsonl", (json.dumps(trace, sort_keys=True) + "\n").encode())
+    name = env_spec.spec_name(row[schema.REPO], row["dependency_hash"]).removesuffix(".json")
+    atomic_write_bytes(root / ENV_TRACES_DIR / f"{name}.jsonl", (json.dumps(trace, sort_keys=True) + "\n").encode())
     return replace(outcome, steps=steps, attempts=[*env.attempts, *(
         outcome.attempts if outcome is not env else [])])
 
@@ -449,7 +283,7 @@ def verify_version(row: dict, cfg: EnvVerifyConfig, vcfg: verify.VerifyConfig, r
                    ) -> tuple[verify.Verification, bool]:
     """Verify one version row (heuristics first, then the proposer); whether the proposer ran."""
     found = discovery_of(row)
-    gitdir = repository_of(row)
+    gitdir = repos.repository_of(row)
     with tempfile.TemporaryDirectory(prefix="env-") as tmp:
         tree = Path(tmp) / "tree"
         verify.fresh_tree(gitdir, row["revision"], tree)
@@ -488,31 +322,6 @@ def verify_table(table: pa.Table, cfg: EnvVerifyConfig, root: str) -> MapResult:
     drops = schema.drops_from_rows(pa.Table.from_pylist(dropped, schema=VERSION_SCHEMA), "env_verify",
                                    reasons, detail=details)
     return MapResult(pa.Table.from_pylist(kept, schema=out_schema), drops, counters)
-
-
-def verify_fn(run: StageRun) -> functools.partial:
-    return functools.partial(verify_table, cfg=run.cfg, root=str(run.run.root))
-
-
-def verify_parts(recipe: Any) -> list[Any]:
-    """The host toolchains' versions and platform (a new Python or Node redoes verification:
-    the cached installs and the specs depend on them), and the proposer's code (its source
-    file's digest)."""
-    cfg = recipe.stages.env_verify
-    parts: list[Any] = [toolchains.host_versions(), disc.HOST_PLATFORM]
-    if cfg.proposer:
-        parts.append(source_digest(propose.resolve(cfg.proposer)))
-    return parts
-
-
-def check_verify(recipe: Any) -> None:
-    cfg = recipe.stages.env_verify
-    if cfg.proposer:
-        propose.resolve(cfg.proposer)
-    if cfg.sandbox.kind == "bwrap":
-        why = sb.available()
-        if why:
-            raise RecipeError(f"stages.env_verify: the sandbox cannot run: {why}")
 
 
 # ---------------------------------------------------------------- task_validate
@@ -572,21 +381,29 @@ def _env_for(task: dict, envs: list[dict], gitdir: Path) -> dict:
     return next((e for e in envs if e["dependency_hash"] == dep_hash), envs[0])
 
 
-def _validate_repo(ref: RepoRef, own: list[dict], envs: list[dict], cfg: TaskValidateConfig,
-                   vcfg: verify.VerifyConfig, by_use: Callable[[dict, str, Path], str | None],
-                   ) -> tuple[list[dict], list[tuple[dict, str]]]:
-    """Validated task rows, and (row, reason) drops, of one repository's candidates."""
+Drop = tuple[dict, str, str | None]
+"""A dropped task row, its reason, and its detail: what decided it, when a check says."""
+ByUse = Callable[[dict, str, Path], tuple[str | None, str]]
+"""A validated task, its environment's spec file and its repository -> (drop reason or None,
+what decided it)."""
+
+
+def validate_repository(ref: repos.RepoRef, own: list[dict], envs: list[dict], cfg: TaskValidateConfig,
+                        vcfg: verify.VerifyConfig, by_use: ByUse) -> tuple[list[dict], list[Drop]]:
+    """Validated task rows, and drops, of one repository's candidates (``own``) against its
+    verified versions (``envs``, its ``env_verify`` rows); ``by_use`` grades each task that
+    validated (``use_check``)."""
     lang = envs[0][schema.LANG] if envs else schema.UNKNOWN
     if not envs:
-        return [], [(_task_row(t, ref.name, ref.source, lang), verify.NO_ENVIRONMENT) for t in own]
-    gitdir = repository_of(envs[0])
+        return [], [(_task_row(t, ref.name, ref.source, lang), verify.NO_ENVIRONMENT, None) for t in own]
+    gitdir = repos.repository_of(envs[0])
     ordered = sorted(own, key=lambda r: (r.get("created_at") or "", r["instance_id"]), reverse=True)
-    drops = [(_task_row(t, ref.name, ref.source, lang), verify.OVER_MAX_PER_REPO)
-             for t in ordered[cfg.max_per_repo:]]
+    drops: list[Drop] = [(_task_row(t, ref.name, ref.source, lang), verify.OVER_MAX_PER_REPO, None)
+                         for t in ordered[cfg.max_per_repo:]]
     kept = []
     for task in ordered[: cfg.max_per_repo]:
-        if _git(gitdir, "cat-file", "-e", f"{task['base_commit']}^{{commit}}").returncode != 0:
-            drops.append((_task_row(task, ref.name, ref.source, lang), BASE_COMMIT_MISSING))
+        if repos.git(gitdir, "cat-file", "-e", f"{task['base_commit']}^{{commit}}").returncode != 0:
+            drops.append((_task_row(task, ref.name, ref.source, lang), BASE_COMMIT_MISSING, None))
             continue
         env_row = _env_for(task, envs, gitdir)
         env = verification_of(env_row["verification"])
@@ -594,114 +411,81 @@ def _validate_repo(ref: RepoRef, own: list[dict], envs: list[dict], cfg: TaskVal
         valid, failed = verify.validate_instances(gitdir, [task], env, vcfg, max_per_repo=1, cpu_seconds=cpu)
         row = _task_row(task, ref.name, ref.source, env_row[schema.LANG], env_row["env_file"],
                         cpu.get(task["instance_id"], 0.0))
-        reason = failed[0][1] if failed else by_use(valid[0], env_row["env_file"], gitdir)
+        reason, detail = (failed[0][1], None) if failed else by_use(valid[0], env_row["env_file"], gitdir)
         if reason:
-            drops.append((row, reason))
+            drops.append((row, reason, detail))
         else:
             kept.append({**row, "instance": json.dumps(valid[0], sort_keys=True)})
     return kept, drops
 
 
-def use_check(root: Path, vcfg: verify.VerifyConfig) -> Callable[[dict, str, Path], str | None]:
+def use_check(root: Path, vcfg: verify.VerifyConfig) -> ByUse:
     """Validation by use: a validated task graded as a trainer grades it (``session.
-    validate_by_use``: the gold patch resolves it, an empty patch does not), or its drop
-    reason."""
+    validate_by_use``: the gold patch resolves it, an empty patch does not); a drop's detail
+    names the tests that decided it."""
     cfg = session.SessionConfig(cache_dir=vcfg.cache_dir, sandbox=vcfg.sandbox,
                                 test_limits=vcfg.sandbox.limits, install_limits=vcfg.install_limits)
 
-    def check(task: dict, env_file: str, gitdir: Path) -> str | None:
-        spec = json.loads(store.ensure_local(root / schema.ENVS_DIR / env_file).read_text())
-        reason, _ = session.validate_by_use(session.TaskEntry(task, spec, gitdir), cfg)
-        return reason
+    def check(task: dict, env_file: str, gitdir: Path) -> tuple[str | None, str]:
+        spec = json.loads(store.ensure_local(root / ENVS_DIR / env_file).read_text())
+        return session.validate_by_use(session.TaskEntry(task, spec, gitdir), cfg)
 
     return check
 
 
-def validate_task_job(ctx: bodies.JobContext, shard: int, in_stage: str, ref: RepoRef, names: list[str],
+def validate_task_job(ctx: JobContext, shard: int, in_stage: str, ref: repos.RepoRef, names: list[str],
                       cfg: TaskValidateConfig, verify_cfg: EnvVerifyConfig) -> dict:
     """One repository's task candidates -> validated tasks and drops."""
     t0 = time.perf_counter()
     vcfg = verify_config(verify_cfg, ctx.run.root)
-    envs = bodies.read_parquet(ctx.run.part(in_stage, shard)).to_pylist()
+    envs = read_parquet(ctx.run.part(in_stage, shard)).to_pylist()
     candidates, _ = _read_tasks(cfg.tasks)
     own = [t for t in candidates if owner_of(t["repo"], names) == ref.name]
-    kept, drops = _validate_repo(ref, own, envs, cfg, vcfg, use_check(ctx.run.root, vcfg))
-    reasons = Counter(reason for _, reason in drops)
+    kept, drops = validate_repository(ref, own, envs, cfg, vcfg, use_check(ctx.run.root, vcfg))
+    reasons = Counter(reason for _, reason, _ in drops)
     checked = len(kept) + reasons[session.GOLD_UNRESOLVED] + reasons[session.EMPTY_RESOLVED]
     used = Counter(by_use_checked=checked, gold_resolved=checked - reasons[session.GOLD_UNRESOLVED],
                    empty_unresolved=len(kept))
     return _finish_tasks(ctx, shard, len(own), kept, drops, t0, used)
 
 
-def _finish_tasks(ctx: bodies.JobContext, shard: int, rows_in: int, kept: list[dict],
-                  drops: list[tuple[dict, str]], t0: float, extra: Counter | None = None) -> dict:
-    cpu = sum(r["cpu_seconds"] for r in [*kept, *(r for r, _ in drops)])
-    dropped = schema.drops_from_rows(pa.Table.from_pylist([r for r, _ in drops], schema=TASK_SCHEMA),
-                                     ctx.stage, [reason for _, reason in drops])
-    result = MapResult(pa.Table.from_pylist(kept, schema=TASK_SCHEMA), dropped,
+def task_drops(stage: str, drops: list[Drop]) -> pa.Table:
+    """The drop-log rows of ``drops``, each with its reason and detail."""
+    rows = pa.Table.from_pylist([r for r, _, _ in drops], schema=TASK_SCHEMA)
+    return schema.drops_from_rows(rows, stage, [reason for _, reason, _ in drops],
+                                  detail=[detail for _, _, detail in drops])
+
+
+def _finish_tasks(ctx: JobContext, shard: int, rows_in: int, kept: list[dict],
+                  drops: list[Drop], t0: float, extra: Counter | None = None) -> dict:
+    cpu = sum(r["cpu_seconds"] for r in [*kept, *(r for r, _, _ in drops)])
+    result = MapResult(pa.Table.from_pylist(kept, schema=TASK_SCHEMA), task_drops(ctx.stage, drops),
                        Counter({"task_candidates": rows_in, "cpu_ms": round(1000 * cpu)}) + (extra or Counter()))
-    bytes_in = sum(r[schema.BYTES] for r in [*kept, *(r for r, _ in drops)])  # the candidates' patches
-    stats = bodies.result_stats(rows_in, bytes_in, 0, {}, result, time.perf_counter() - t0)
-    return bodies.finish_shard(ctx, shard, result, stats)
+    bytes_in = sum(r[schema.BYTES] for r in [*kept, *(r for r, _, _ in drops)])  # the candidates' patches
+    stats = result_stats(rows_in, bytes_in, 0, {}, result, time.perf_counter() - t0)
+    return finish_shard(ctx, shard, result, stats)
 
 
-def unmatched_job(ctx: bodies.JobContext, shard: int, names: list[str], cfg: TaskValidateConfig) -> dict:
+def unmatched_job(ctx: JobContext, shard: int, names: list[str], cfg: TaskValidateConfig) -> dict:
     """The candidates of no repository in the sources, and the lines that are not instances."""
     t0 = time.perf_counter()
     candidates, bad = _read_tasks(cfg.tasks)
-    drops = [(_task_row(t, t["repo"], "", schema.UNKNOWN), UNKNOWN_REPOSITORY) for t in candidates
-             if owner_of(t["repo"], names) is None]
-    drops += [(_task_row({"instance_id": f"line-{i}"}, "", "", schema.UNKNOWN), BAD_TASK_RECORD)
+    drops: list[Drop] = [(_task_row(t, t["repo"], "", schema.UNKNOWN), UNKNOWN_REPOSITORY, None)
+                         for t in candidates if owner_of(t["repo"], names) is None]
+    drops += [(_task_row({"instance_id": f"line-{i}"}, "", "", schema.UNKNOWN), BAD_TASK_RECORD, None)
               for i in range(bad)]
     return _finish_tasks(ctx, shard, len(drops), [], drops, t0)
 
 
-def write_task_outputs(ctx: bodies.JobContext, n_shards: int, root: str) -> dict:
+def write_task_outputs(ctx: JobContext, n_shards: int, root: str) -> dict:
     """``verified/tasks.jsonl`` (SWE-bench instances, by instance_id) and the RL manifest."""
     rows = []
     for i in range(n_shards):
-        rows += bodies.read_parquet(ctx.run.part(ctx.stage, i)).to_pylist()
+        rows += read_parquet(ctx.run.part(ctx.stage, i)).to_pylist()
     rows.sort(key=lambda r: r[schema.ID])
-    lines = [json.dumps({**json.loads(r["instance"]), "environment": f"{schema.ENVS_DIR}/{r['env_file']}"},
+    lines = [json.dumps({**json.loads(r["instance"]), "environment": f"{ENVS_DIR}/{r['env_file']}"},
                         sort_keys=True) for r in rows]
-    atomic_write_bytes(Path(root) / schema.VERIFIED_TASKS, "".join(f"{line}\n" for line in lines).encode())
-    manifest = build_manifest(Path(root), schema.ENVS_DIR, schema.VERIFIED_TASKS)
+    atomic_write_bytes(Path(root) / VERIFIED_TASKS, "".join(f"{line}\n" for line in lines).encode())
+    manifest = build_manifest(Path(root), ENVS_DIR, VERIFIED_TASKS)
     write_manifest(Path(root), manifest)
     return {"tasks": len(lines), "environments": len(manifest["environments"])}
-
-
-def validate_phases(run: StageRun) -> list[dict[str, Any]]:
-    """One task per repository, one for candidates of no repository, then the outputs."""
-    cfg, verify_cfg = run.cfg, run.recipe.stages.env_verify
-    refs: list[RepoRef] = list(run.shards)
-    names = [r.name for r in refs]
-    jobs = [Job(schema.shard_name(i), validate_task_job, (run.ctx, i, run.upstream, ref, names, cfg, verify_cfg),
-                (str(run.run.part(run.upstream, i)), cfg.tasks or ""))
-            for i, ref in enumerate(refs)]
-    jobs.append(Job(schema.shard_name(len(refs)), unmatched_job,
-                    (run.ctx, len(refs), names, cfg), (cfg.tasks or "",)))
-    results = run.run_output_jobs("task_validate", jobs)
-    run.call("task_validate:outputs", write_task_outputs, run.ctx, len(jobs), str(run.run.root))
-    return results
-
-
-def validate_parts(recipe: Any) -> list[Any]:
-    """The task file's contents."""
-    path = recipe.stages.task_validate.tasks
-    return file_digests([path]) if path else [None]
-
-
-def check_validate(recipe: Any) -> None:
-    path = recipe.stages.task_validate.tasks
-    if path and not Path(path).is_file():
-        raise RecipeError(f"stages.task_validate.tasks: {path} does not exist: point it at a SWE-bench-format "
-                          "JSONL (e.g. a repo-tasks run's tasks/tasks.jsonl)")
-
-
-ENV_DISCOVER = StageSpec("env_discover", "source", EnvDiscoverConfig, plan=plan_repositories,
-                         source_jobs=discover_jobs)
-ENV_VERIFY = StageSpec("env_verify", "filter", EnvVerifyConfig, map_fn=verify_fn, hash_parts=verify_parts,
-                       output_dirs=(schema.ENVS_DIR, schema.ENV_TRACES_DIR), check=check_verify)
-TASK_VALIDATE = StageSpec("task_validate", "sink", TaskValidateConfig, phases=validate_phases,
-                          hash_parts=validate_parts, output_dirs=(schema.VERIFIED_DIR,),
-                          output_files=(schema.MANIFEST_NAME,), check=check_validate, config_paths=("tasks",))
