@@ -36,6 +36,7 @@ OUTPUT_CONTRACT = frozenset({
 """Names kept in ``schema.py`` though one part uses them: the formats a run hands to programs
 outside codecorpus, and the document row."""
 
+
 def public_names(tree: ast.Module) -> list[str]:
     """The names a module defines at its top level (assignments, functions, classes), not the
     ones it imports, without a leading underscore."""
@@ -108,7 +109,7 @@ def test_schema_holds_no_format_of_one_part_alone():
 def test_every_exception_is_still_needed():
     """An exception that no longer applies (the name moved, or a second part uses it) goes."""
     found = one_part_names(PACKAGE)
-    assert sorted((OUTPUT_CONTRACT) - found.keys()) == []
+    assert sorted(OUTPUT_CONTRACT - found.keys()) == []
 
 
 def test_the_check_sees_a_one_part_name(tmp_path):

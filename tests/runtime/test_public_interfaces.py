@@ -97,11 +97,23 @@ def test_the_check_finds_what_the_runtime_used_to_touch():
     ]
 
 
-@pytest.mark.parametrize("path", sorted((PACKAGE / "runtime").glob("*.py")), ids=lambda p: p.name)
-def test_runtime_modules_read_no_private_attribute_of_another_object(path: Path):
-    """A runtime module reads its own private state only (``self._x``): the stage run reads the
-    executor's public ``hashes`` and ``shards``, not its internals."""
-    reads = [f"{ast.unparse(node)} (line {node.lineno})" for node in ast.walk(ast.parse(path.read_text()))
-             if isinstance(node, ast.Attribute) and _private(node.attr)
-             and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))]
-    assert reads == []
+def private_reads(source: str) -> list[str]:
+    """Every private attribute a module reads of an object other than its own (``self._x`` and
+    ``cls._x`` are its own). ``os._exit`` is the interpreter's documented immediate exit, used by
+    the fault points alone (``storage/faults.py``), and is not a private name.
+
+    >>> private_reads("import x\\nclass A:\\n    def f(self):\\n        return self._a, x._b")
+    ['x._b (line 4)']
+    """
+    return [f"{ast.unparse(node)} (line {node.lineno})" for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Attribute) and _private(node.attr)
+            and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+            and ast.unparse(node) != "os._exit"]
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_reads_a_private_attribute_of_another_object(path: Path):
+    """A module reads its own private state only (``self._x``): the stage run reads the executor's
+    public ``hashes`` and ``shards``, not its internals; a part calls another module's public
+    functions (environment discovery's ``skipped_path``, not ``_skipped``)."""
+    assert private_reads(path.read_text()) == []

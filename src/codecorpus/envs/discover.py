@@ -106,7 +106,7 @@ class Discovery:
 def dependency_hash(root: Path) -> tuple[tuple[str, ...], str]:
     """The dependency files of a tree and the sha256 over their paths and contents."""
     files = sorted({str(p.relative_to(root)) for pattern in DEPENDENCY_GLOBS
-                    for p in root.glob(pattern) if p.is_file() and not _skipped(p, root)})
+                    for p in root.glob(pattern) if p.is_file() and not skipped_path(p, root)})
     digest = hashlib.sha256()
     for rel in files:
         digest.update(rel.encode() + b"\0" + hashlib.sha256((root / rel).read_bytes()).digest())
@@ -225,7 +225,7 @@ def _ranked(cands) -> tuple[Candidate, ...]:
                         key=lambda c: (c.rank, c.parser == "auto", c.source, c.line)))
 
 
-def _skipped(path: Path, root: Path) -> bool:
+def skipped_path(path: Path, root: Path) -> bool:
     return any(part in SKIP_DIRS for part in path.relative_to(root).parts[:-1])
 
 
@@ -622,8 +622,8 @@ def _uses_pytest(root: Path, py: dict, setup_cfg: str) -> bool:
 
 
 def _python_test_files(root: Path) -> list[Path]:
-    files = [p for p in sorted(root.rglob("test*.py")) if not _skipped(p, root)]
-    return files + [p for p in sorted(root.rglob("*_test.py")) if not _skipped(p, root)]
+    files = [p for p in sorted(root.rglob("test*.py")) if not skipped_path(p, root)]
+    return files + [p for p in sorted(root.rglob("*_test.py")) if not skipped_path(p, root)]
 
 
 def _has_python_tests(root: Path) -> bool:

@@ -72,7 +72,7 @@ def request_for(tree: Path, repo: str, revision: str, failures: list[dict[str, A
                 tried: list[disc.Candidate]) -> ProposerRequest:
     """The request for the tree at ``tree`` (files are read, nothing is run)."""
     listing = sorted(str(p.relative_to(tree)) for p in tree.rglob("*")
-                     if p.is_file() and not disc._skipped(p, tree))[:MAX_LISTING]
+                     if p.is_file() and not disc.skipped_path(p, tree))[:MAX_LISTING]
     docs = {}
     for name in DOC_NAMES:
         path = tree / name
