@@ -1,1 +1,1 @@
-"""Deduplication: exact content-hash grouping (near-dup MinHash-LSH comes later)."""
+"""Deduplication: exact content-hash groups, MinHash-LSH near duplicates, repository forks (``spec.py``: the phases)."""

@@ -3,7 +3,7 @@
     [fork keys -> fork count -> fork edges -> fork decide]
     signatures -> pairs -> clusters -> members -> keep -> apply
 
-Each phase is a set of shard- or bucket-level tasks (``dedup/near.py``, ``dedup/forks.py``).
+Each phase is a set of shard- or bucket-level jobs (``dedup/near.py``, ``dedup/forks.py``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """Heuristic quality filters: each rule drops rows with a named, counted reason.
 
-``basic`` holds StarCoder's three line/character filters; ``stage`` applies them
-to a shard and writes what it dropped to the drop log.
+``rules`` holds the rules as data (StarCoder, StarCoder2, OpenCoder), ``basic`` StarCoder's
+line and character scores; ``stage`` scores a shard, drops by the rules, decontaminates and
+redacts; ``spec`` declares the stage.
 """
