@@ -1,7 +1,8 @@
 """The formats two parts or more share, defined once: the document row and the columns stages
-add to it that another part reads, the drop log, every run-directory path (``RunPaths``), the
+add to it that another part reads, the drop log, the run-directory paths (``RunPaths``), the
 token shard files (Megatron's ``.bin``/``.idx``, segment tables, loss masks), the manifest kinds,
-the trace row the SFT and tasks parts both write, and the environment layout.
+and the trace row the SFT and tasks parts both write. The environments' own run-directory names
+(``envs/``, ``verified/``, ``env_cache/``) are in ``envs/config.py``.
 
 A format only one part reads or writes is that part's, beside its code (``filters/columns.py``,
 ``sft/columns.py``, ``tasks/columns.py``, ``langid/stage.py``'s ``lang_method`` ...), and

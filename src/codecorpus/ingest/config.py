@@ -203,7 +203,7 @@ class IngestConfig(Model):
     shard_bytes: int = Field(8_000_000, gt=0, description="target input bytes per shard")
     skip_dirs: tuple[str, ...] = Field(
         (".git", ".hg", ".svn", "__pycache__"),
-        description="directories logged as one skipped_dir drop each and not descended into",
+        description="directories logged as one skipped_dir skipped entry each (not a drop) and not descended into",
     )
     # --- exclusions, each its own drop reason ---
     vendored_dirs: tuple[str, ...] = Field(

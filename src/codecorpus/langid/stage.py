@@ -48,7 +48,7 @@ LANG_METHODS = (
 )
 STAGE_COLUMNS: dict[str, pa.DataType] = {LANG_METHOD: pa.string()}
 """Types of the columns langid adds beside the document row's (``parse_error_frac`` is
-``schema.STAGE_COLUMNS``', since the filters read it too)."""
+in ``schema.STAGE_COLUMNS``, since the filters read it too)."""
 
 _KEEP_KINDS = ("docs", "notebook")
 COUNTS_PARTITION = 0
