@@ -1,4 +1,4 @@
-"""Run a recipe on Ray: the specs of its pipeline in order, each a set of tasks, resumable.
+"""Run a recipe on Ray: the specs of its pipeline in order, each a set of jobs, resumable.
 
 The executor is generic: it knows the stage kinds of ``pipeline/spec.py`` (source, map
 annotator and filter, global phases, sink), never a stage's name. It plans the run (the
