@@ -4,8 +4,8 @@ Each stage has a hash chained from the hash before it (``stage_hashes``): a chan
 redoes that stage and every later one. Before a stage runs, ``begin`` checks that its upstream
 is complete under the current hashes and resets the stage's folder when it was made under
 another hash (a sink's output sets too); it then writes the stage's hash (``_stage.json``).
-A task is done when its marker holds the stage's hash (``known``): the scheduler skips it, which
-is how a rerun resumes. When the stage's tasks are done, ``finish`` sums their stats, checks
+A job is done when its marker holds the stage's hash (``known``): the scheduler skips it, which
+is how a rerun resumes. When the stage's jobs are done, ``finish`` sums their stats, checks
 conservation (rows_in = rows_out + dropped, and the bytes: ``bodies.aggregate_stats``) and
 writes ``_stats.json`` with the hash and what the runtime measured (``TaskUsage``).
 
@@ -43,7 +43,7 @@ def stage_hashes(recipe: Recipe, plan_hash: str) -> dict[str, str]:
 
 
 def known(ctx: JobContext, task: str) -> dict[str, Any] | None:
-    """The stats of a task whose marker holds its stage's hash (done), else None."""
+    """The stats of a job whose marker holds its stage's hash (done), else None."""
     from codecorpus.pipeline import bodies
 
     marker = bodies.read_marker(ctx, task)
@@ -78,7 +78,7 @@ class Lifecycle:
             remove_stale_temps(directory)
 
     def finish(self, stage: str, results: Sequence[dict[str, Any]], usage: TaskUsage | None) -> dict[str, Any]:
-        """Sum the output tasks' stats (conservation checked), write ``_stats.json``; returns it."""
+        """Sum the output jobs' stats (conservation checked), write ``_stats.json``; returns it."""
         from codecorpus.pipeline import bodies
 
         memory = usage.memory.summary() if usage is not None else {}
