@@ -30,7 +30,7 @@ class LongContextConfig(Model):
     bucket_tokens: int = Field(
         8_000_000, gt=0,
         description="more partitions when the set holds more than buckets x this many tokens: "
-        "an assemble task needs about 25 bytes per token of its partition",
+        "an assemble job needs about 25 bytes per token of its partition",
     )
     short_doc_tokens: int = Field(
         8192, ge=0, description="a repository document below this many tokens is a short document"

@@ -45,8 +45,8 @@ class CommitsConfig(Model):
         "owner__name/*.json, as `gh api --paginate` writes pulls, issues and comments): issue texts for tasks"
     )
     commits_per_slice: int = Field(
-        5000, gt=0, description="commits per task: a long history is cut into slices of the walk, one task each; "
-        "small histories of consecutive repositories share a task up to this many commits"
+        5000, gt=0, description="commits per job: a long history is cut into slices of the walk, one job each; "
+        "small histories of consecutive repositories share a job up to this many commits"
     )
     batch_rows: int = Field(256, gt=0, description="rows per Arrow record batch the walk yields")
     bot_authors: tuple[str, ...] = Field(BOT_AUTHORS, description="author patterns dropped as `bot_author`")
@@ -86,7 +86,7 @@ class CommitFiltersConfig(Model):
     drop_urls: bool = Field(False, description="drop messages holding a URL (always flagged in has_url)")
     drop_issue_refs: bool = Field(False, description="drop messages referring to issues (#12, GH-12, JIRA-12)")
     max_files_changed: int = Field(
-        1, gt=0, description="CommitPackFT keeps single-file commits; raise for multi-file tasks"
+        1, gt=0, description="CommitPackFT keeps single-file commits; raise for multi-file edit examples"
     )
     max_code_before_bytes: int = Field(
         50_000, gt=0, description="sum of the before-images' bytes above this is dropped (code_before_too_large)"
@@ -107,7 +107,7 @@ class CommitDedupConfig(Model):
     num_perm: int = Field(128, ge=2, le=4096, description="MinHash permutations")
     threshold: float = Field(0.85, gt=0, lt=1, description="estimated Jaccard that makes a near-duplicate")
     seed: int = Field(42, description="MinHash seed")
-    buckets: int = Field(4, ge=1, le=4096, description="hash buckets the keys are shuffled into (one task each)")
+    buckets: int = Field(4, ge=1, le=4096, description="hash buckets the keys are shuffled into (one job each)")
     keep_policy: tuple[Literal["license", "oldest", "repo", "sha"], ...] = Field(
         ("license", "oldest", "repo", "sha"),
         description="order that picks a cluster's keeper: permissive license first, then the oldest commit "
