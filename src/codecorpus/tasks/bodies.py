@@ -69,8 +69,8 @@ def _bytes(table: pa.Table) -> int:
 
 @dataclass(frozen=True)
 class CommitShard:
-    """What one commits task reads: consecutive parts of the plan whose commits together fit in
-    one slice (``commits_per_slice``), so that a folder of small repositories is not a task, and
+    """What one commits job reads: consecutive parts of the plan whose commits together fit in
+    one slice (``commits_per_slice``), so that a folder of small repositories is not a job each, and
     a shard of every later stage, per repository. A long history's slice is a shard alone."""
 
     parts: tuple[commits.CommitSlice | RepositoryProblem, ...]

@@ -13,7 +13,7 @@ the walk (``git rev-list``, first-parent by default; ``since`` / ``until`` /
 commits those changes landed) counted; the changes a bound left out are counted for the
 repository's first slice (``left_out``). The walk is cut into slices of
 ``commits_per_slice`` commits (the spec gives each slice of a long history a
-task, and consecutive small histories one task together). A slice is a few strings, so the
+job, and consecutive small histories one job together). A slice is a few strings, so the
 plan is small for any history. No slice makes git walk the commits before it:
 
 - a first-parent walk from any of its commits is the rest of the chain, so each
@@ -550,7 +550,7 @@ def _metadata_drops(state: _Slice) -> None:
 PULL_MERGE = b"Merge pull request #"
 """GitHub's merge message: such a merge off the mainline landed a pull request on another branch."""
 METADATA_RECORDS = "metadata_records"
-"""Counter of the metadata records a commits task dropped: inputs besides its commits (``rows_in``)."""
+"""Counter of the metadata records a commits job dropped: inputs besides its commits (``rows_in``)."""
 LEFT_OUT = "changes_left_out/"
 """Counter prefix, then the repository: mainline changes the walk's bounds left out."""
 
@@ -894,7 +894,7 @@ def _license_key(kind: str, tree: bytes | None) -> tuple[tuple[bytes, str], ...]
 
 
 def read_slice_table(sl: CommitSlice, cfg: CommitsConfig) -> MapResult:
-    """All batches of a slice concatenated: the commits task (a slice is at most
+    """All batches of a slice concatenated: the commits job (a slice is at most
     ``commits_per_slice`` commits) and tests."""
     tables, drops, counters = [], [], Counter()
     for batch in read_slice(sl, cfg):

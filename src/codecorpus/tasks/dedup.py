@@ -22,7 +22,7 @@ keeper) or ``duplicate_near``, with ``dup_of`` naming the keeper.
 
     keys (per shard)       patch id and band keys of every commit, routed by hash(key) % buckets
     groups (per bucket)    keys shared by several commits -> (id, group root) member rows
-    clusters (one task)    connected components and keepers, routed to each member's shard
+    clusters (one job)     connected components and keepers, routed to each member's shard
     apply (per shard)      drop the non-keepers, add patch_id / dup_cluster / dup_cluster_size
 
 Only ``clusters`` sees rows of every shard, and only of commits that share a key
@@ -243,7 +243,7 @@ def group_keys(table: pa.Table) -> dict[int, pa.Table]:
 
 
 def decide_clusters(table: pa.Table, cfg: CommitDedupConfig, n_shards: int) -> dict[int, pa.Table]:
-    """Phase ``clusters`` (one task, duplicates only): components of the shared keys, the keep
+    """Phase ``clusters`` (one job, duplicates only): components of the shared keys, the keep
     policy's keeper of each, and per member its keeper, cluster size and drop reason, routed
     to the member's shard."""
     ids = sorted(set(table.column(schema.ID).to_pylist()))

@@ -1,6 +1,6 @@
 """The repository-history stages, declared (the pipeline: ``REPO_TASKS`` in ``pipeline/pipelines.py``)::
 
-    commits (source: one task per slice of a long history, or per group of small histories)
+    commits (source: one job per slice of a long history, or per group of small histories)
       -> commit_filters (filter) -> commit_dedup (keys -> groups -> clusters -> apply)   the edit set's path
       -> task_candidates (filter, reads commits)                                          the tasks' path
       -> edit_set (filter, reads commit_dedup) -> sft_render (the SFT stage: chat template, loss masks)
@@ -52,7 +52,7 @@ def plan_commits(recipe: Any, plan_tasks: PlanTasks) -> tuple[list[CommitShard],
 
 
 def commit_jobs(run: StageRun) -> list[Job]:
-    """One task per shard: a slice of a long history, or the small histories of several repositories."""
+    """One job per shard: a slice of a long history, or the small histories of several repositories."""
     from codecorpus.tasks import bodies as task_bodies
     from codecorpus.tasks.commits import CommitSlice
 
@@ -103,7 +103,7 @@ def edit_parts(recipe: Any) -> list[Any]:
 
 
 def dedup_phases(run: StageRun) -> list[dict[str, Any]]:
-    """keys (per shard) -> groups (per bucket) -> clusters (one task, duplicates only) -> apply."""
+    """keys (per shard) -> groups (per bucket) -> clusters (one job, duplicates only) -> apply."""
     from codecorpus.pipeline import bodies
     from codecorpus.tasks import dedup
 
@@ -134,7 +134,7 @@ def dedup_phases(run: StageRun) -> list[dict[str, Any]]:
 
 
 def output_phases(run: StageRun) -> list[dict[str, Any]]:
-    """keys (per candidates shard) -> decide (one task: exact duplicates across repositories,
+    """keys (per candidates shard) -> decide (one job: exact duplicates across repositories,
     ``tasks/unique.py``) -> records (per shard, its duplicates dropped) -> write (merge, one line
     per shard in memory); the edit set packed (per rendered shard, the SFT pack body) with its
     manifest; then the run manifest: the edit set and the task files, each with its sha256.

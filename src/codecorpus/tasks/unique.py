@@ -9,7 +9,7 @@ repository and sha (the original, not the copy), the same on any run. The others
 ``duplicate_task`` drops of task_outputs naming the keeper's instance id.
 
 Phases (``tasks/spec.py`` ``output_phases``): :func:`task_keys` per candidates shard ->
-:func:`decide` in one task (a key and a few ids per task) -> :func:`split_duplicates` per
+:func:`decide` in one job (a key and a few ids per task) -> :func:`split_duplicates` per
 shard, before its records are written.
 """
 
