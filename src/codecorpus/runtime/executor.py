@@ -37,7 +37,7 @@ import ray
 from rich.console import Console
 
 from codecorpus import schema
-from codecorpus.config import STAGE_ORDER, Recipe, RecipeError, recipe_to_yaml
+from codecorpus.config import Recipe, RecipeError, recipe_to_yaml
 from codecorpus.pipeline.pipelines import check_stages, enabled_specs, pipeline_of
 from codecorpus.pipeline.spec import MAP_KINDS, Job, StageSpec
 from codecorpus.runtime import scheduler
@@ -265,6 +265,6 @@ def select_stages(enabled: Sequence[str], only: str | None, until: str | None) -
 
 
 __all__ = [
-    "STAGE_ORDER", "Executor", "PipelineError", "init_ray", "pipeline_of", "select_stages", "stage_hashes",
+    "Executor", "PipelineError", "init_ray", "pipeline_of", "select_stages", "stage_hashes",
     "stop_ray", "stop_ray_in_background",
 ]
