@@ -83,10 +83,12 @@ def test_manifest_verifies_and_describes_the_sft_set(sft_run):
 def test_the_funnel_gives_the_sets_tokens_on_its_own_row(sft_run):
     """sft_pack writes a set (its spec owns ``shards/``): the report's funnel puts the set's
     documents and tokens, as its manifest records them, on a row of its own under the stage."""
+    from codecorpus.pipeline.pipelines import SFT
     from codecorpus.reports.tables import funnel, load_run
 
     totals = json.loads((sft_run / "shards" / "sft" / "manifest.json").read_text())["totals"]
     rows = funnel(load_run(sft_run)).to_pylist()
+    assert [r["stage"] for r in rows if r["set"] is None] == [spec.name for spec in SFT]
     assert [(r["stage"], r["set"], r["docs_out"], r["tokens_out"]) for r in rows if r["set"] is not None] == [
         ("sft_pack", "sft", totals["documents"], totals["tokens"])]
     assert next(r for r in rows if r["stage"] == "sft_pack" and r["set"] is None)["tokens_out"] is None

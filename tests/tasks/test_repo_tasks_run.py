@@ -198,6 +198,14 @@ def test_report_has_the_tasks_funnel_and_distributions(finished):
         ("task_outputs", name, t["documents"], t["tokens"]) for name, t in sets.items()]
 
 
+def test_report_funnel_lists_the_stages_in_the_order_they_ran(repos, finished):
+    """The recipe dump's ``stages:`` keys put ``sft_render`` first (the SFT list comes before this
+    one); the funnel follows this run's pipeline, as the executor ran it."""
+    ran = [spec.name for spec in enabled_specs(load_recipe_data(recipe(repos[0])))]
+    rows = read_parquet(finished / "report" / "funnel.parquet").to_pylist()
+    assert [(r["step"], r["stage"]) for r in rows if r["set"] is None] == list(enumerate(ran))
+    assert f"stages: {' -&gt; '.join(ran)}" in (finished / "report" / "index.html").read_text()
+
 def test_report_page_draws_every_chart_in_chromium(finished, tmp_path):
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:

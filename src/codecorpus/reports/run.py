@@ -4,6 +4,7 @@ its set manifests and mixing plan, loaded once (``load_run``) for the tables and
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,11 @@ from typing import Any
 import yaml
 
 from codecorpus import schema
+from codecorpus.config import RecipeError, load_recipe_data
+from codecorpus.pipeline.pipelines import enabled_stage_names
 from codecorpus.storage import mirror as store
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -28,11 +33,12 @@ class RunData:
 
 
 def load_run(root: Path | str) -> RunData:
-    """Stats of every stage that finished, in pipeline order, and every set manifest."""
+    """Stats of every stage that finished, in the order the run ran them (a stage not in its
+    recipe after those), and every set manifest."""
     run = schema.RunPaths(Path(root))
     recipe_file, plan_file = store.ensure_local(run.recipe), store.ensure_local(run.mix_plan)  # absent: not fetched
     recipe = (yaml.safe_load(recipe_file.read_text()) if recipe_file.is_file() else None) or {}
-    order = [k for k, v in (recipe.get("stages") or {}).items() if v is not None]
+    order = run_order(recipe, run.recipe)
     found = sorted(p.parent.name for p in store.list_files(run.root, "*/_stats.json", fetch=True))
     stages = [s for s in order if s in found] + [s for s in found if s not in order]
     stats = {s: json.loads(run.stats(s).read_text()) for s in stages}
@@ -41,3 +47,21 @@ def load_run(root: Path | str) -> RunData:
         sets[path.parent.name] = json.loads(path.read_text())
     plans = json.loads(plan_file.read_text())["sets"] if plan_file.is_file() else {}
     return RunData(run, str(recipe.get("name", run.root.name)), recipe, stages, stats, sets, plans)
+
+
+def run_order(recipe: dict[str, Any], origin: Path) -> list[str]:
+    """The stages the run's recipe runs, in its pipeline's order (``enabled_stage_names``).
+
+    The dump's ``stages:`` keys are in no run's order: they follow every pipeline's list in
+    turn (a repository-tasks run's ``sft_render`` belongs to the SFT list too), and a user's
+    own stages come last. A recipe this version cannot read (written by another one) keeps
+    the dump's key order, and the log says so.
+    """
+    if not recipe:
+        return []
+    try:
+        return enabled_stage_names(load_recipe_data(recipe, str(origin)))
+    except RecipeError as err:
+        log.warning("%s does not load (%s): the report lists its stages in the file's order", origin,
+                    str(err).splitlines()[0])
+        return [k for k, v in (recipe.get("stages") or {}).items() if v is not None]
