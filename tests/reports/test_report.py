@@ -88,6 +88,11 @@ def test_funnel_and_mix_tables_equal_the_stage_stats(runs):
     funnel = table(a, "funnel")
     assert [r["stage"] for r in funnel if r["set"] is None] == STAGES
     assert [r["set"] for r in funnel if r["set"] is not None] == ["long", "mixed", "plain"]
+    for r in (r for r in funnel if r["set"] is not None):  # a set's row: what its manifest says it holds
+        totals = json.loads(schema.RunPaths(a).set_manifest(r["set"]).read_text())["totals"]
+        assert {k: v for k, v in r.items() if v is not None} == {
+            "stage": "pack", "set": r["set"], "step": STAGES.index("pack"),
+            "docs_out": totals["documents"], "tokens_out": totals["tokens"]}
     for r in (r for r in funnel if r["set"] is None):
         s = stats(a, r["stage"])
         assert (r["docs_in"], r["docs_out"], r["docs_dropped"]) == (s["rows_in"], s["rows_out"], sum(s["dropped"].values()))
@@ -267,6 +272,7 @@ def test_lengths_plan_and_sets_tables(runs):
     manifest = json.loads(schema.RunPaths(a).set_manifest("mixed").read_text())
     assert {r["group"]: r["achieved_tokens"] for r in plan} == {g: v["tokens"] for g, v in manifest["mix"]["achieved"].items()}
     sets = {r["set"]: r for r in table(a, "sets")}
+    assert {name: r["kind"] for name, r in sets.items()} == {"long": "long", "mixed": "short", "plain": "short"}
     assert sets["plain"]["tokens"] == stats(a, "tokenize")["tokens_out"]
     assert sets["mixed"]["tokens"] == manifest["totals"]["tokens"]
 
