@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shutil
 import subprocess
@@ -12,6 +13,7 @@ import polars as pl
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from codecorpus import schema
@@ -393,6 +395,22 @@ def test_report_of_a_partial_run_degrades(runs, tmp_path):
     page = paths.report_index.read_text()
     assert "no output set has a mix: section" in page and "this run has no dedup stage output" in page
     assert not paths.report_compare.exists()
+
+
+def test_report_of_a_recipe_this_version_cannot_load(runs, tmp_path, caplog):
+    """A recipe.yaml another version wrote (a key this one does not know): the report keeps the
+    file's stage order, and the log says why."""
+    a, _ = runs
+    other = tmp_path / "other"
+    other.mkdir()
+    data = yaml.safe_load((a / "recipe.yaml").read_text())
+    (other / "recipe.yaml").write_text(yaml.safe_dump({**data, "from_a_later_version": 1}, sort_keys=False))
+    for stage in ("ingest", "langid"):
+        shutil.copytree(a / stage, other / stage)
+    with caplog.at_level(logging.WARNING, logger="codecorpus.reports.run"):
+        write_report(other)
+    assert [r["stage"] for r in table(other, "funnel")] == ["ingest", "langid"]
+    assert "from_a_later_version" in caplog.text and "in the file's order" in caplog.text
 
 
 def test_report_bytes_do_not_depend_on_the_process(runs, tmp_path):

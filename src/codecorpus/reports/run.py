@@ -52,16 +52,17 @@ def load_run(root: Path | str) -> RunData:
 def run_order(recipe: dict[str, Any], origin: Path) -> list[str]:
     """The stages the run's recipe runs, in its pipeline's order (``enabled_stage_names``).
 
-    The dump's ``stages:`` keys are in no run's order: they follow every pipeline's list in
-    turn (a repository-tasks run's ``sft_render`` belongs to the SFT list too), and a user's
-    own stages come last. A recipe this version cannot read (written by another one) keeps
-    the dump's key order, and the log says so.
+    The dump's ``stages:`` keys follow every pipeline's list in turn, not this run's: a
+    repository-tasks run's ``sft_render`` comes first there, with the SFT list's stages. A
+    recipe this version cannot load (written by another one) keeps the dump's key order, and
+    the log says why.
     """
     if not recipe:
         return []
     try:
         return enabled_stage_names(load_recipe_data(recipe, str(origin)))
     except RecipeError as err:
-        log.warning("%s does not load (%s): the report lists its stages in the file's order", origin,
-                    str(err).splitlines()[0])
+        problems = "; ".join(line.strip() for line in str(err).splitlines()[1:])
+        log.warning("%s does not load with this version (%s): the report lists its stages in the file's order",
+                    origin, problems)
         return [k for k, v in (recipe.get("stages") or {}).items() if v is not None]
