@@ -398,13 +398,14 @@ def test_report_of_a_partial_run_degrades(runs, tmp_path):
 
 
 def test_report_of_a_recipe_this_version_cannot_load(runs, tmp_path, caplog):
-    """A recipe.yaml another version wrote (a key this one does not know): the report keeps the
+    """A recipe.yaml another version wrote (a stage this one does not know): the report keeps the
     file's stage order, and the log says why."""
     a, _ = runs
     other = tmp_path / "other"
     other.mkdir()
     data = yaml.safe_load((a / "recipe.yaml").read_text())
-    (other / "recipe.yaml").write_text(yaml.safe_dump({**data, "from_a_later_version": 1}, sort_keys=False))
+    data["stages"]["from_a_later_version"] = {"threshold": 1}
+    (other / "recipe.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     for stage in ("ingest", "langid"):
         shutil.copytree(a / stage, other / stage)
     with caplog.at_level(logging.WARNING, logger="codecorpus.reports.run"):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from tasks_repos import build_fork, build_project
 from typer.testing import CliRunner
 
@@ -28,6 +29,7 @@ from codecorpus.pipeline.pipelines import REPO_TASKS, enabled_specs, pipeline_of
 from codecorpus.pipeline.spec import PLAN_INLINE_ENV
 from codecorpus.preflight import check_recipe_inputs
 from codecorpus.reports.build import write_report
+from codecorpus.reports.run import load_run
 from codecorpus.runtime.executor import Executor
 from codecorpus.storage.parquet import read_parquet
 from codecorpus.tasks import columns as C
@@ -193,13 +195,20 @@ def test_report_has_the_tasks_funnel_and_distributions(finished):
     assert read_parquet(finished / "report" / "tasks_left_out.parquet").num_rows == 0  # the whole history was read
 
 
-def test_report_funnel_lists_the_stages_in_the_order_they_ran(repos, finished):
+def test_report_funnel_lists_the_stages_in_the_order_they_ran(repos, finished, tmp_path):
     """The recipe dump's ``stages:`` keys put ``sft_render`` first (the SFT list comes before this
     one); the funnel follows this run's pipeline, as the executor ran it."""
     ran = [spec.name for spec in enabled_specs(load_recipe_data(recipe(repos[0])))]
     rows = read_parquet(finished / "report" / "funnel.parquet").to_pylist()
     assert [(r["step"], r["stage"]) for r in rows if r["set"] is None] == list(enumerate(ran))
     assert f"stages: {' -&gt; '.join(ran)}" in (finished / "report" / "index.html").read_text()
+    # rewritten where the mined repositories are gone (their path is checked when a recipe loads)
+    moved = tmp_path / "moved"
+    shutil.copytree(finished, moved, ignore=shutil.ignore_patterns("report"))
+    data = yaml.safe_load((moved / "recipe.yaml").read_text())
+    data["sources"][0]["path"] = str(tmp_path / "gone")
+    (moved / "recipe.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    assert load_run(moved).stages == ran
 
 
 def test_report_set_row_and_kind_are_the_edit_sets_own(finished):

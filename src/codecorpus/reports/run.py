@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
 from codecorpus import schema
-from codecorpus.config import RecipeError, load_recipe_data
+from codecorpus.config import recipe_model, stages_model
+from codecorpus.config.errors import format_validation_error
 from codecorpus.pipeline.pipelines import enabled_stage_names
 from codecorpus.storage import mirror as store
 
@@ -53,16 +55,19 @@ def run_order(recipe: dict[str, Any], origin: Path) -> list[str]:
     """The stages the run's recipe runs, in its pipeline's order (``enabled_stage_names``).
 
     The dump's ``stages:`` keys follow every pipeline's list in turn, not this run's: a
-    repository-tasks run's ``sft_render`` comes first there, with the SFT list's stages. A
-    recipe this version cannot load (written by another one) keeps the dump's key order, and
-    the log says why.
+    repository-tasks run's ``sft_render`` comes first there, with the SFT list's stages. Only
+    ``stages:`` is validated (``model_construct`` leaves the rest as the file has it): the
+    order depends on nothing else, and a source's path checked at load may be gone when the
+    report is rewritten (another machine, a removed checkout). A ``stages:`` this version
+    cannot read (written by another one) keeps the dump's key order, and the log says why.
     """
-    if not recipe:
+    stages = recipe.get("stages") or {}
+    if not stages:
         return []
     try:
-        return enabled_stage_names(load_recipe_data(recipe, str(origin)))
-    except RecipeError as err:
-        problems = "; ".join(line.strip() for line in str(err).splitlines()[1:])
-        log.warning("%s does not load with this version (%s): the report lists its stages in the file's order",
-                    origin, problems)
-        return [k for k, v in (recipe.get("stages") or {}).items() if v is not None]
+        return enabled_stage_names(recipe_model().model_construct(stages=stages_model().model_validate(stages)))
+    except ValidationError as err:
+        problems = "; ".join(line.strip() for line in format_validation_error(err, str(origin)).splitlines()[1:])
+        log.warning("%s: stages: does not load with this version (%s): the report lists its stages in the "
+                    "file's order", origin, problems)
+        return [k for k, v in stages.items() if v is not None]
