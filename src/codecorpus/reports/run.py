@@ -56,9 +56,9 @@ def run_order(recipe: dict[str, Any], origin: Path) -> list[str]:
 
     The dump's ``stages:`` keys follow every pipeline's list in turn, not this run's: a
     repository-tasks run's ``sft_render`` comes first there, with the SFT list's stages. Only
-    ``stages:`` is validated (``model_construct`` leaves the rest as the file has it): the
-    order depends on nothing else, and a source's path checked at load may be gone when the
-    report is rewritten (another machine, a removed checkout). A ``stages:`` this version
+    ``stages:`` is validated and given to the recipe (``model_construct``): the order depends
+    on nothing else, and a source's path, checked when a whole recipe loads, may be gone when
+    the report is rewritten (another machine, a removed checkout). A ``stages:`` this version
     cannot read (written by another one) keeps the dump's key order, and the log says why.
     """
     stages = recipe.get("stages") or {}
