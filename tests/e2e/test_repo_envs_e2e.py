@@ -27,6 +27,7 @@ import yaml
 from codecorpus.envs import env_spec
 from codecorpus.envs import sandbox as sb
 from codecorpus.manifests.manifest import verify as verify_manifest
+from codecorpus.pipeline.pipelines import REPO_ENVS
 
 _WHY_NOT = sb.available()
 pytestmark = pytest.mark.skipif(_WHY_NOT is not None, reason=f"no sandbox: {_WHY_NOT}")
@@ -257,6 +258,8 @@ def test_report_funnel_and_costs(env_run):
     failures = pq.read_table(report / "env_failures.parquet").to_pylist()
     assert {"stage": "env_verify", "reason": "timeout", "ecosystem": "python", "count": 1} in failures
     assert "Environments and verified tasks" in (report / "index.html").read_text()
+    stages = [r["stage"] for r in pq.read_table(report / "funnel.parquet").to_pylist() if r["set"] is None]
+    assert stages == [spec.name for spec in REPO_ENVS]  # the order the run ran them
 
 
 def test_cli_prints_each_repository_verdict(env_run):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shutil
 import subprocess
@@ -12,6 +13,7 @@ import polars as pl
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from codecorpus import schema
@@ -88,6 +90,11 @@ def test_funnel_and_mix_tables_equal_the_stage_stats(runs):
     funnel = table(a, "funnel")
     assert [r["stage"] for r in funnel if r["set"] is None] == STAGES
     assert [r["set"] for r in funnel if r["set"] is not None] == ["long", "mixed", "plain"]
+    for r in (r for r in funnel if r["set"] is not None):  # a set's row: what its manifest says it holds
+        totals = json.loads(schema.RunPaths(a).set_manifest(r["set"]).read_text())["totals"]
+        assert {k: v for k, v in r.items() if v is not None} == {
+            "stage": "pack", "set": r["set"], "step": STAGES.index("pack"),
+            "docs_out": totals["documents"], "tokens_out": totals["tokens"]}
     for r in (r for r in funnel if r["set"] is None):
         s = stats(a, r["stage"])
         assert (r["docs_in"], r["docs_out"], r["docs_dropped"]) == (s["rows_in"], s["rows_out"], sum(s["dropped"].values()))
@@ -267,6 +274,7 @@ def test_lengths_plan_and_sets_tables(runs):
     manifest = json.loads(schema.RunPaths(a).set_manifest("mixed").read_text())
     assert {r["group"]: r["achieved_tokens"] for r in plan} == {g: v["tokens"] for g, v in manifest["mix"]["achieved"].items()}
     sets = {r["set"]: r for r in table(a, "sets")}
+    assert {name: r["kind"] for name, r in sets.items()} == {"long": "long", "mixed": "short", "plain": "short"}
     assert sets["plain"]["tokens"] == stats(a, "tokenize")["tokens_out"]
     assert sets["mixed"]["tokens"] == manifest["totals"]["tokens"]
 
@@ -387,6 +395,23 @@ def test_report_of_a_partial_run_degrades(runs, tmp_path):
     page = paths.report_index.read_text()
     assert "no output set has a mix: section" in page and "this run has no dedup stage output" in page
     assert not paths.report_compare.exists()
+
+
+def test_report_of_a_recipe_this_version_cannot_load(runs, tmp_path, caplog):
+    """A recipe.yaml another version wrote (a stage this one does not know): the report keeps the
+    file's stage order, and the log says why."""
+    a, _ = runs
+    other = tmp_path / "other"
+    other.mkdir()
+    data = yaml.safe_load((a / "recipe.yaml").read_text())
+    data["stages"]["from_a_later_version"] = {"threshold": 1}
+    (other / "recipe.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    for stage in ("ingest", "langid"):
+        shutil.copytree(a / stage, other / stage)
+    with caplog.at_level(logging.WARNING, logger="codecorpus.reports.run"):
+        write_report(other)
+    assert [r["stage"] for r in table(other, "funnel")] == ["ingest", "langid"]
+    assert "from_a_later_version" in caplog.text and "in the file's order" in caplog.text
 
 
 def test_report_bytes_do_not_depend_on_the_process(runs, tmp_path):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from tasks_repos import build_fork, build_project
 from typer.testing import CliRunner
 
@@ -28,6 +29,7 @@ from codecorpus.pipeline.pipelines import REPO_TASKS, enabled_specs, pipeline_of
 from codecorpus.pipeline.spec import PLAN_INLINE_ENV
 from codecorpus.preflight import check_recipe_inputs
 from codecorpus.reports.build import write_report
+from codecorpus.reports.run import load_run
 from codecorpus.runtime.executor import Executor
 from codecorpus.storage.parquet import read_parquet
 from codecorpus.tasks import columns as C
@@ -191,11 +193,37 @@ def test_report_has_the_tasks_funnel_and_distributions(finished):
     assert sum(r["tasks"] for r in sources) == stats(finished, "task_outputs")["rows_out"]
     assert {r["statement_source"] for r in sources} == {"commits"}  # no PR numbers, no metadata in this history
     assert read_parquet(finished / "report" / "tasks_left_out.parquet").num_rows == 0  # the whole history was read
-    # task_outputs writes the edit set (its spec owns shards/): its own row in the funnel, as its manifest says
-    sets = {p.parent.name: json.loads(p.read_text())["totals"] for p in (finished / "shards").glob("*/manifest.json")}
+
+
+def test_report_funnel_lists_the_stages_in_the_order_they_ran(repos, finished, tmp_path):
+    """The recipe dump's ``stages:`` keys put ``sft_render`` first (the SFT list comes before this
+    one); the funnel follows this run's pipeline, as the executor ran it."""
+    ran = [spec.name for spec in enabled_specs(load_recipe_data(recipe(repos[0])))]
+    rows = read_parquet(finished / "report" / "funnel.parquet").to_pylist()
+    assert [(r["step"], r["stage"]) for r in rows if r["set"] is None] == list(enumerate(ran))
+    assert f"stages: {' -&gt; '.join(ran)}" in (finished / "report" / "index.html").read_text()
+    # rewritten where the mined repositories are gone (their path is checked when a recipe loads)
+    moved = tmp_path / "moved"
+    shutil.copytree(finished, moved, ignore=shutil.ignore_patterns("report"))
+    data = yaml.safe_load((moved / "recipe.yaml").read_text())
+    data["sources"][0]["path"] = str(tmp_path / "gone")
+    (moved / "recipe.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    assert load_run(moved).stages == ran
+
+
+def test_report_set_row_and_kind_are_the_edit_sets_own(finished):
+    """task_outputs writes the edit set (its spec owns shards/): its row in the funnel holds what the
+    set's manifest says it holds (its examples' documents and tokens), not task_outputs' tasks; the
+    sets table gives its kind as the manifest does (``edit``)."""
+    manifests = {p.parent.name: json.loads(p.read_text()) for p in (finished / "shards").glob("*/manifest.json")}
     rows = [r for r in read_parquet(finished / "report" / "funnel.parquet").to_pylist() if r["set"] is not None]
-    assert len(sets) == 1 and [(r["stage"], r["set"], r["docs_out"], r["tokens_out"]) for r in rows] == [
-        ("task_outputs", name, t["documents"], t["tokens"]) for name, t in sets.items()]
+    step = len(REPO_TASKS) - 1
+    assert len(manifests) == 1 and rows == [
+        {**dict.fromkeys(rows[0]), "stage": "task_outputs", "set": name, "step": step,
+         "docs_out": m["totals"]["documents"], "tokens_out": m["totals"]["tokens"]}
+        for name, m in manifests.items()]  # fmt: skip
+    sets = read_parquet(finished / "report" / "sets.parquet").to_pylist()
+    assert [(r["set"], r["kind"]) for r in sets] == [(name, "edit") for name in manifests]
 
 
 def test_report_page_draws_every_chart_in_chromium(finished, tmp_path):

@@ -314,6 +314,18 @@ def build_set_manifest(
     }
 
 
+def set_kind(m: dict[str, Any]) -> str:
+    """The kind of set a set manifest describes: ``sft`` or ``edit`` (its ``kind_of_set``, written
+    by the SFT and edit-set packers), ``long`` (its ``set_kind``, beside ``long_context``), else
+    ``short``. Two keys for one fact, read here as they were written: renaming either would change
+    every such manifest's bytes.
+
+    >>> [set_kind(m) for m in ({"kind_of_set": "edit"}, {"set_kind": "long", "long_context": {}}, {})]
+    ['edit', 'long', 'short']
+    """
+    return m.get("kind_of_set") or m.get("set_kind") or ("long" if "long_context" in m else "short")
+
+
 def _checked_extra(extra: dict[str, Any] | None) -> dict[str, Any]:
     clash = sorted(set(extra or {}) & set(_SET_KEYS))
     if clash:

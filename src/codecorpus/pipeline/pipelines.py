@@ -122,7 +122,7 @@ def pipeline_of(recipe: Any) -> Pipeline:
 def enabled_specs(recipe: Any) -> list[StageSpec]:
     """The stages a recipe runs, in order: the ones of its pipeline it enables (a config in the
     recipe), with its own stages placed after the ones they name."""
-    builtin = [spec for spec in pipeline_of(recipe) if spec.config(recipe, spec.name) is not None]
+    builtin = _enabled_builtin(recipe)
     user = recipe.stages.user_stages()
     by_name = {spec.name: spec for spec in builtin}
     if user:  # only then: the user-stage checks import pyarrow.compute
@@ -130,6 +130,17 @@ def enabled_specs(recipe: Any) -> list[StageSpec]:
 
         by_name.update({name: user_spec(name, cfg) for name, cfg in user.items()})
     return [by_name[name] for name in insert_user_stages([s.name for s in builtin], user)]
+
+
+def enabled_stage_names(recipe: Any) -> list[str]:
+    """The names of the stages a recipe runs, in ``enabled_specs``' order, without importing a
+    user stage's code: the order a run's report lists its stages in. (The recipe's ``stages:``
+    keys follow ``registered``, every pipeline's list in turn, not the pipeline this recipe runs.)"""
+    return insert_user_stages([spec.name for spec in _enabled_builtin(recipe)], recipe.stages.user_stages())
+
+
+def _enabled_builtin(recipe: Any) -> list[StageSpec]:
+    return [spec for spec in pipeline_of(recipe) if spec.config(recipe, spec.name) is not None]
 
 
 def check_stages(recipe: Any) -> None:
