@@ -9,7 +9,7 @@ whitespace-normalised hash) also occur in S, and R has at least
     fcount   per hash bucket  repositories sharing each hash -> per repo pair shared counts, and
                               per repo partial totals; both routed by repository
     fedges   per repo bucket  totals -> candidate edges R -> S (with R's repo-level policy values)
-    fdecide  one task         resolve the candidate graph -> the removed repositories, broadcast
+    fdecide  one job          resolve the candidate graph -> the removed repositories, broadcast
 
 Which one goes: when only R mostly copies S (S also has much of its own),
 R goes and S stays. When both mostly copy each other (a fork and its
@@ -24,7 +24,7 @@ best-ranked member.
 
 Cost: hashes held by more than ``max_repos_per_hash`` repositories
 (licenses, empty ``__init__.py``) pair nobody: a hash held by k repositories
-makes k(k-1)/2 pairs. The decide task holds only candidate edges (the forks),
+makes k(k-1)/2 pairs. The decide job holds only candidate edges (the forks),
 and its output, one row per removed repository, is read by every shard.
 
 Rows of removed repositories take no part in file-level dedup (see
@@ -166,7 +166,7 @@ def shared_pairs(hashes: np.ndarray, repos: np.ndarray, max_repos: int) -> tuple
 
 
 def edges(part_rows: pa.Table, cfg: DedupConfig) -> dict[int, pa.Table]:
-    """Repository totals, then every R -> S with shared/files(R) >= ``min_shared_frac`` (to one task)."""
+    """Repository totals, then every R -> S with shared/files(R) >= ``min_shared_frac`` (to one job)."""
     is_total = pc.is_null(part_rows.column(OTHER))
     totals = part_rows.filter(is_total).group_by(REPO, use_threads=False).aggregate(
         [(COUNT, "sum"), ("license", "min"), ("stars", "max"), ("last_commit", "max")]

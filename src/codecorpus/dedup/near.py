@@ -3,7 +3,7 @@
     sig      per input shard  shingles -> MinHash -> LSH band keys (+ content-hash keys),
                               scattered into ``buckets`` partitions by key
     pairs    per bucket       documents sharing a key -> edges (verified if the recipe says so)
-    clusters one task         connected components, streaming edge shards (see clusters.py)
+    clusters one job          connected components, streaming edge shards (see clusters.py)
     members  per input shard  each clustered document's keep-policy values, by cluster bucket
     keep     per bucket       one keeper per cluster by the keep policy -> verdicts by shard
     apply    per input shard  drop ``exact_duplicate`` / ``near_duplicate`` rows (``dup_of`` =
@@ -18,7 +18,7 @@ the result is the same bytes for any worker count.
 Shuffle volume per document: (bands + 1) rows of ~(6 + 4 x rows) bytes; with
 ``verify: estimated`` each band row also carries the 4 x num_perm byte
 signature, with ``verify: exact`` the document's shingle hashes (8 bytes
-each) -- the price of checking candidates next to each other in one task.
+each) -- the price of checking candidates next to each other in one job.
 """
 
 from __future__ import annotations

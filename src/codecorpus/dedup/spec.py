@@ -72,7 +72,7 @@ def _apply_job(run: StageRun, i: int, b: int) -> Job:
 
 
 def _signature_job(run: StageRun, i: int) -> Job:
-    """The signatures task of shard ``i``; with forks on it reads the removed repositories too."""
+    """The signatures job of shard ``i``; with forks on it reads the removed repositories too."""
     from codecorpus.dedup import near
     from codecorpus.pipeline import bodies
 
@@ -94,7 +94,7 @@ def _fork_keys_job(run: StageRun, i: int) -> Job:
 
 
 def _fork_phases(run: StageRun, n: int) -> None:
-    """fkeys (per shard) -> fcount (per hash bucket) -> fedges (per repo bucket) -> fdecide (one task)."""
+    """fkeys (per shard) -> fcount (per hash bucket) -> fedges (per repo bucket) -> fdecide (one job)."""
     from codecorpus.dedup import forks
     from codecorpus.pipeline import bodies
 

@@ -330,12 +330,12 @@ def cached_index(cfg: DecontamConfig) -> DecontamIndex:
 
 def driver_index(cfg: DecontamConfig | None) -> DecontamIndex | None:
     """Built on the driver (once per process: ``cached_index``) and shipped inside the stage
-    function to every task."""
+    function to every job."""
     return cached_index(cfg) if cfg is not None else None
 
 
 def index_for(cfg: DecontamConfig | None, shipped: DecontamIndex | None) -> DecontamIndex | None:
-    """The index a stage task uses: none when decontamination is off, else the one the
+    """The index a stage's job uses: none when decontamination is off, else the one the
     driver built and shipped, else this process's cached build."""
     if cfg is None:
         return None

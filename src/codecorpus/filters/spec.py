@@ -11,7 +11,7 @@ from codecorpus.pipeline.spec import StageRun, StageSpec
 
 def with_driver_index(run_fn: Any) -> Any:
     """A map function factory for a stage that decontaminates: the benchmark n-gram index is
-    built once, on the driver, and shipped to every task inside the stage function."""
+    built once, on the driver, and shipped to every job inside the stage function."""
 
     def make(run: StageRun) -> functools.partial:
         from codecorpus.filters import decontam

@@ -119,7 +119,7 @@ class Collector:
         return None
 
     def set_license(self, source: str, repo: str, spdx: str, method: str) -> None:
-        """Late license decision for a repository read inside the task (archives)."""
+        """Late license decision for a repository read inside the job (archives)."""
         for i, (s, r) in enumerate(zip(self.docs[schema.SOURCE], self.docs[schema.REPO], strict=True)):
             if s == source and r == repo:
                 self.docs[schema.LICENSE][i] = spdx

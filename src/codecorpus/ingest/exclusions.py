@@ -8,7 +8,7 @@ Decided from the path at plan time (no read):
 - ``minified``: ``*.min.js`` / ``*.min.css`` and source maps;
 - ``protobuf_generated``: protoc/gRPC outputs (``*_pb2.py``, ``*.pb.go`` ...).
 
-Decided from the bytes in the read task:
+Decided from the bytes in the read job:
 
 - ``binary``: a NUL byte in the first 8 KiB (after UTF-16/32 BOMs are honoured);
 - ``generated``: an ``@generated`` or ``Code generated ... DO NOT EDIT`` marker in the

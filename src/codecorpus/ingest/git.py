@@ -5,7 +5,7 @@ and URLs (see :func:`source_form`). Planning runs, per repository, ``git rev-par
 (the revision's commit sha goes into ``revision``) and ``git ls-tree -r -l -z``
 (paths, modes, blob ids and sizes: no blob is read, except in one ``cat-file``
 call the few top-level license/README files the license detector needs and
-``.gitmodules``). The read task streams its blobs through one ``git cat-file
+``.gitmodules``). The read job streams its blobs through one ``git cat-file
 --batch`` process per repository. Submodules (tree entries of type ``commit``)
 are recorded as ``submodule`` drops with their pinned commit and URL, never
 followed; symlinks (mode 120000) are ``symlink`` drops.
@@ -23,7 +23,7 @@ already planned: a linked worktree, a list naming a repository twice),
 one repository fails with a RecipeError instead: it has nothing else to read.
 A blob git cannot inflate (a corrupt pack) is found only when it is read: that
 file is a ``corrupt_object`` drop and the repository's other files are read. A git
-directory that is gone when the read task runs (removed since planning, or a URL's
+directory that is gone when the read job runs (removed since planning, or a URL's
 clone that lives on another node of a cluster without a shared file system) makes each
 of its files a ``missing_repository`` drop.
 """
@@ -160,7 +160,7 @@ def _clone(url: str, src: GitSource) -> str:
 
 def clone_at(url: str, gitdir: Path) -> str:
     """A bare clone of ``url`` at ``gitdir`` (whose folder exists), unless one is there: made under a
-    temporary name and renamed, so a clone another process (a planner, a read task) finished first wins."""
+    temporary name and renamed, so a clone another process (a planner, a read job) finished first wins."""
     if (gitdir / "HEAD").exists():
         return str(gitdir)
     tmp = gitdir.with_name(f"{gitdir.name}.tmp-{os.getpid()}-{threading.get_ident()}")
@@ -185,7 +185,7 @@ def clone_here(url: str, gitdir: str) -> None:
     recorded, so a clone made now gives the same bytes while the remote still holds the planned
     revision. Where none can be made (logged with git's message), ``gitdir`` stays missing and
     its reader says so: each file of an ingest shard is a ``missing_repository`` drop, and a
-    commit slice fails its task with git's error, naming the repository."""
+    commit slice fails its job with git's error, naming the repository."""
     try:
         os.makedirs(os.path.dirname(gitdir), exist_ok=True)
         clone_at(url, Path(gitdir))

@@ -17,7 +17,7 @@ shards and the same plan hash without that:
    its units' lines, which is how ``plan.plan_fingerprint`` hashes the same units; its
    document bytes come from the sizes files.
 
-The ingest task loads its own shard's units from the batch files
+The ingest job loads its own shard's units from the batch files
 (:func:`load_units`). The driver holds per repository one count, per shard its
 pieces and summary, and one batch's sizes at a time.
 
@@ -115,7 +115,7 @@ class ShardPlan:
     document_bytes: int
     fingerprint: str
     first: str = ""
-    """Location of its first and last unit, for a failing task's message."""
+    """Location of its first and last unit, for a failing job's message."""
     last: str = ""
 
     def reads(self) -> tuple[str, ...]:

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from codecorpus.ingest import shardplan
     from codecorpus.stage import MapResult
 
-# The functions below import their task modules when they run (planning, jobs, on a worker):
+# The functions below import their job bodies when they run (planning, jobs, on a worker):
 # declaring the stage imports none of them.
 
 
@@ -35,7 +35,7 @@ def read_planned(shard: shardplan.ShardPlan, plan_dir: str, cfg: IngestConfig) -
 
 
 def ingest_jobs(stage: StageRun) -> list[Job]:
-    """One read task per planned shard; rows_in is its planned units (archives expand inside)."""
+    """One read job per planned shard; rows_in is its planned units (archives expand inside)."""
     from codecorpus.pipeline import bodies
 
     cfg = stage.cfg

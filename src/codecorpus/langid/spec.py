@@ -1,10 +1,10 @@
 """The langid stage: language tags with a per-repository vote, a global stage.
 
     scan (per shard): tags every file, counts content labels by repository and extension
-    vote (one task):  reconciles disagreeing labels per group (``langid/vote.py``)
+    vote (one job):   reconciles disagreeing labels per group (``langid/vote.py``)
     apply (per shard): the shard with ``lang``, ``kind``, ``lang_method``, ``parse_error_frac``
 
-The apply phase reuses the tags its shard's scan task wrote, so no file is tagged twice.
+The apply phase reuses the tags its shard's scan job wrote, so no file is tagged twice.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from codecorpus.pipeline.spec import Job, StageRun, StageSpec
 
 
 def scan_job(run: StageRun, i: int) -> Job:
-    """The scan task of shard ``i``."""
+    """The scan job of shard ``i``."""
     from codecorpus.langid import stage
     from codecorpus.pipeline import bodies
 

@@ -709,7 +709,7 @@ def verify(path: Path | str, split: str | None = None) -> list[str]:
         return verify_run(path, split)
     if kind == schema.SET_MANIFEST_KIND:
         return verify_set(path, split)
-    if kind == schema.RL_MANIFEST_KIND:  # rl imports jsonschema and the environment spec: no task needs them
+    if kind == schema.RL_MANIFEST_KIND:  # rl imports jsonschema and the environment spec: no job needs them
         from codecorpus.manifests import rl
 
         return rl.verify(path)

@@ -128,7 +128,7 @@ class ShardMerge:
     def staging(self) -> str:
         return merging_shard_name(self.shards[0])
 
-    def task(self, set_name: str) -> str:
+    def job_name(self, set_name: str) -> str:
         return f"{set_name}-merge-{self.prefix}"
 
 
@@ -144,7 +144,7 @@ class EmittedShards:
 def plan_merges(shard_stats: list[dict[str, Any]]) -> tuple[list[mf.ShardRecord], list[ShardMerge]]:
     """Shards kept as packed, and the merges that lift the others to ``splits.SHARD_FLOOR``.
 
-    ``shard_stats`` are the pack tasks' stats in shard order (position = shard
+    ``shard_stats`` are the pack jobs' stats in shard order (position = shard
     number); an empty shard has no record and takes no part.
     """
     present = [(i, mf.ShardRecord(**s["set"]["record"])) for i, s in enumerate(shard_stats) if s["set"]["record"]]
@@ -182,7 +182,7 @@ def merge_job(ctx: JobContext, set_name: str, seq_len: int, merge: ShardMerge) -
     }  # fmt: skip
     record = mf.ShardRecord(**{**record.to_json(), "prefix": merge.prefix, "files": final})
     stats = {"set": {"record": record.to_json()}, "seconds": round(time.perf_counter() - t0, 3)}
-    write_marker(ctx, merge.task(set_name), stats)
+    write_marker(ctx, merge.job_name(set_name), stats)
     return stats
 
 
@@ -243,7 +243,7 @@ def build_packed_set_manifest(
     tok_cfg: TokenizerConfig, recipe: Recipe, *, algorithm: str, fim_counts: list[dict | None],
     provenance_extra: dict | None = None, extra: dict | None = None,
 ) -> dict[str, Any]:
-    """The set manifest of a packed pretraining set (short or long) from its shard task stats
+    """The set manifest of a packed pretraining set (short or long) from its shard job stats
     and the shards it emits (``packing.merged_shards`` records which were merged)."""
     tokenizer = packed_with(shard_stats, tok_cfg)
     return mf.build_set_manifest(
@@ -267,9 +267,9 @@ def build_packed_set_manifest(
 
 
 def packed_with(shard_stats: list[dict[str, Any]], tok_cfg: TokenizerConfig) -> dict[str, Any]:
-    """The fingerprint of the tokenizer a set's shard tasks packed with (``Tokenizer.fingerprint``).
+    """The fingerprint of the tokenizer a set's shard jobs packed with (``Tokenizer.fingerprint``).
 
-    Each task has the tokenizer loaded and sends its fingerprint back, so the driver need not
+    Each job has the tokenizer loaded and sends its fingerprint back, so the driver need not
     load it. Shards whose markers were written without
     one (a run resumed from an older release) leave it to the driver's own load.
     """

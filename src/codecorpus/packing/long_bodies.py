@@ -9,10 +9,10 @@ files are spread over many tokenized shards:
 
 A bucket holds whole repositories. The number of buckets grows with the set
 (``bucket_count``: about ``long.bucket_tokens`` tokens each), and a bucket's
-repositories are assembled one at a time, so an assemble task needs about 25
+repositories are assembled one at a time, so an assemble job needs about 25
 bytes per token of its bucket (its rows with their text, the pieces, the packed
 shard; measured 426 MiB for a 16.5M-token bucket) plus one repository's text.
-One repository must fit in one task: repository-level documents cannot be cut
+One repository must fit in one job: repository-level documents cannot be cut
 before they are assembled.
 """
 
@@ -131,7 +131,7 @@ def assemble_job(
 ) -> dict:
     """One bucket of repositories -> one packed Megatron shard of the long set, then its marker.
 
-    Repositories are assembled one at a time: the task holds the bucket's rows, the pieces
+    Repositories are assembled one at a time: the job holds the bucket's rows, the pieces
     made so far, and the text and tokens of one repository.
     """
     t0 = time.perf_counter()

@@ -78,7 +78,7 @@ def merge_small_shards(run: StageRun, out: OutputSet, results: list[dict]) -> pa
     from codecorpus.packing import bodies as pack_bodies
 
     kept, merges = pack_bodies.plan_merges(results)
-    jobs = [Job(m.task(out.name), pack_bodies.merge_job, (run.ctx, out.name, out.seq_len, m)) for m in merges]
+    jobs = [Job(m.job_name(out.name), pack_bodies.merge_job, (run.ctx, out.name, out.seq_len, m)) for m in merges]
     merged = run.run_phase(f"merge: {out.name}", jobs) if jobs else []
     return pack_bodies.finish_merges(run.run, out.name, kept, merges, merged)
 

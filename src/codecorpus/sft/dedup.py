@@ -8,14 +8,14 @@
     edges    (per bucket)    rows sharing a (band, key): each is linked to the group's
                              smallest id when its estimated Jaccard with it is >= threshold
                              (exact-band links always hold); all edges go to partition 0
-    clusters (one task)      union-find over the edges; each component keeps its smallest
+    clusters (one job)       union-find over the edges; each component keeps its smallest
                              id, the others are routed to their own shard as removals
     apply    (per shard)     drop the removals: ``exact_duplicate`` when the content hash
                              equals the keeper's, else ``near_duplicate`` (score = Jaccard)
 
 Shingling and MinHash are ``codecorpus.dedup`` (the pretraining near-dedup); the
 text is ``select.conversation_text``, which does not depend on the chat template.
-Only the clusters task sees all edges, and edges exist only for duplicates, so
+Only the clusters job sees all edges, and edges exist only for duplicates, so
 its memory is proportional to the duplicates, not the corpus.
 """
 
@@ -105,7 +105,7 @@ def _find(parent: dict[str, str], x: str) -> str:
 
 
 def clusters(table: pa.Table, n_shards: int) -> dict[int, pa.Table]:
-    """The single clusters task: union-find, keeper = smallest id; removals routed by shard."""
+    """The single clusters job: union-find, keeper = smallest id; removals routed by shard."""
     d = table.sort_by([("id", "ascending"), ("other", "ascending")]).to_pydict()
     parent: dict[str, str] = {}
     info: dict[str, tuple[str, int]] = {}

@@ -50,7 +50,7 @@ def validate_fn(run: StageRun) -> functools.partial:
 
 
 def dedup_phases(run: StageRun) -> list[dict[str, Any]]:
-    """bands (per shard) -> edges (per bucket) -> clusters (one task) -> apply (per shard)."""
+    """bands (per shard) -> edges (per bucket) -> clusters (one job) -> apply (per shard)."""
     from codecorpus.pipeline import bodies
     from codecorpus.sft import dedup
 

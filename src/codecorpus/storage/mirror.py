@@ -7,7 +7,7 @@ complete or absent, like our renamed files). Readers of a named run file call
 ``ensure_local(path)``, which downloads the object when the mirror lacks it;
 ``exists(path)`` asks the same question without a reader. Readers that *list*
 a run directory call ``list_files(directory, pattern)``, which lists the bucket
-(ListObjectsV2 under the directory's prefix), never the mirror. So a task on
+(ListObjectsV2 under the directory's prefix), never the mirror. So a job on
 any node, a resumed run on another machine, ``manifest verify`` and ``report``
 from a fresh process all see the files every node wrote, and the bytes in the
 bucket are the bytes a local run writes.
@@ -30,7 +30,7 @@ Each node keeps its own mirror: its root is ``mirror_root(url)`` under that
 node's ``CODECORPUS_CACHE_DIR`` (default ``~/.cache/codecorpus/runs``). The store
 travels to Ray workers as the environment variable ``CODECORPUS_RUN_STORE``
 (the URL and the driver's mirror root, never a credential). Paths the driver
-names (a task's ``RunPaths``, any path under the driver's root) are rebased
+names (a job's ``RunPaths``, any path under the driver's root) are rebased
 onto the worker's own root by ``node_path``, so nodes whose cache
 directories differ need no shared file system and no shared path layout.
 Credentials come from the usual AWS variables or files on each node

@@ -15,7 +15,7 @@ document is transformed, its order and its cut points come from
 FIM whatever the shard, worker or run, and different sets (``salt`` = set
 name) draw independently.
 
-Where it runs: in the set's pack task, not the tokenize stage. The tokenize
+Where it runs: in the set's pack job, not the tokenize stage. The tokenize
 stage's tokens are shared by every output set (short, long, SFT), while FIM is
 a per-set choice (rate, order share, per file inside repositories for the long
 set). So a set re-encodes only the documents it rearranges (``rate`` of them),
@@ -186,7 +186,7 @@ def apply_to_table(
 ) -> tuple[pa.Table, Counter[str]]:
     """A tokenized table with FIM applied to ``tokens`` and ``num_tokens`` (unchanged when ``cfg`` is None).
 
-    What a set's pack task calls first, so packing, mixing and the manifest all
+    What a set's pack job calls first, so packing, mixing and the manifest all
     see the set's own token counts.
     """
     from codecorpus import schema

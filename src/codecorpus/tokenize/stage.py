@@ -8,7 +8,7 @@ stage (``bench/tokenize_bench.py`` prints the stage against the bare engine and
 against tiktoken and HF ``tokenizers``).
 
 Each shard's first non-empty document is encoded again by the vocabulary's own library
-(``Tokenizer.check``): an engine that disagrees with it fails the task instead
+(``Tokenizer.check``): an engine that disagrees with it fails the job instead
 of writing other ids.
 """
 
