@@ -89,16 +89,16 @@ def test_poison_shard_fails_with_shard_input_and_error_then_a_resume_survives_a_
     run ends with the reference bytes."""
     tmp, recipe, reference = setup
     run_dir = tmp / "poison"
-    failed = _run(recipe, run_dir, "raise@task:filters:part-00003")
+    failed = _run(recipe, run_dir, "raise@job:filters:part-00003")
     assert failed.returncode != 0
     message = " ".join(failed.stderr.split())
-    assert "stage filters, task part-00003" in message
+    assert "stage filters, job part-00003" in message
     assert str(schema.RunPaths(run_dir).part("langid", 3)) in message
     assert "InjectedFault" in message
     assert schema.RunPaths(run_dir).done("langid", "part-00003").exists()  # completed work kept
-    resumed = _run(recipe, run_dir, "crash-once@task:filters:part-00003", fault_dir=tmp)
+    resumed = _run(recipe, run_dir, "crash-once@job:filters:part-00003", fault_dir=tmp)
     assert resumed.returncode == 0, resumed.stderr
     assert "resumed:" in resumed.stderr and "langid 4/4" in resumed.stderr
-    assert (tmp / "crashed-task_filters_part-00003").exists()  # the worker did die, and the retry ran
+    assert (tmp / "crashed-job_filters_part-00003").exists()  # the worker did die, and the retry ran
     a, b = run_outputs(reference), run_outputs(run_dir)
     assert [k for k in a if a[k] != b.get(k)] == []

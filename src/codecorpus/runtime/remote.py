@@ -50,7 +50,7 @@ def warm_workers(modules: Sequence[str]) -> None:
 
 @ray.remote(max_retries=TASK_RETRIES, retry_exceptions=True, scheduling_strategy="SPREAD")  # as Ray Data reads
 def _remote(point: str, fn: Callable[..., Any], *args: Any) -> Any:
-    checkpoint(f"task:{point}")
+    checkpoint(f"job:{point}")
     rss_before = memory.start_job()
     t0, cpu0 = time.perf_counter(), time.process_time()
     result = fn(*args)

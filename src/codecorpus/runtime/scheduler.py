@@ -96,7 +96,7 @@ class Scheduler:
                     result = usage.take(label, jobs[i].name, ray.get(done[0]))
                 except ray.exceptions.RayError as err:
                     stop_tasks(list(pending))
-                    raise PipelineError(task_failure(stage, jobs[i], err)) from None
+                    raise PipelineError(job_failure(stage, jobs[i], err)) from None
                 if isinstance(result, dict):
                     rate.add(result)
                 results[i] = result
@@ -133,7 +133,7 @@ class PlanTasks:
             except ray.exceptions.RayError as err:
                 stop_tasks(list(in_flight))
                 held = (describe(items[i]),) if describe is not None else ()
-                raise PipelineError(task_failure("planning", Job(f"{label}:{i}", fn, reads=held), err)) from None
+                raise PipelineError(job_failure("planning", Job(f"{label}:{i}", fn, reads=held), err)) from None
             if isinstance(result, dict):  # the runtime's, not the plan's
                 result = {k: v for k, v in result.items() if k not in RUNTIME_KEYS}
             results.append(result)
@@ -180,10 +180,10 @@ def _weight(job: Job) -> int:
     return total
 
 
-def task_failure(stage: str, job: Job, err: Exception) -> str:
+def job_failure(stage: str, job: Job, err: Exception) -> str:
     cause = getattr(err, "cause", None) or err
     return (
-        f"stage {stage}, task {job.name} failed after {TASK_RETRIES} retries; input: {job.describe_reads()}; "
+        f"stage {stage}, job {job.name} failed after {TASK_RETRIES} retries; input: {job.describe_reads()}; "
         f"error: {type(cause).__name__}: {cause}. Completed shards are kept: fix the cause and rerun "
         "the same command to resume."
     )

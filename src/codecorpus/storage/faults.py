@@ -2,14 +2,14 @@
 
 ``CODECORPUS_FAULT`` holds comma-separated ``ACTION@POINT`` items; the process
 that reaches POINT performs ACTION. Points are passed by the driver
-(``after:<stage>:<task>``, once a task's result is in), by workers
-(``task:<stage>:<task>``, when a task starts) and by the atomic writer
+(``after:<stage>:<job>``, once a job's result is in), by workers
+(``job:<stage>:<job>``, when a job starts) and by the atomic writer
 (``write:<file name>``, after the temporary file is complete and before the
 rename). Actions:
 
 - ``kill``: SIGKILL this process (a crash at exactly that point);
 - ``raise``: raise ``InjectedFault`` (a deterministic poison shard);
-- ``crash-once``: ``os._exit(1)`` the first time only, remembered by a file in
+- ``crash-once``: SIGKILL this process the first time only, remembered by a file in
   ``CODECORPUS_FAULT_DIR`` (a worker that dies and then succeeds on retry).
 
 With the variable unset (every real run) a checkpoint is one dict lookup.
@@ -48,4 +48,4 @@ def _act(action: str, point: str) -> None:
         flag = Path(os.environ.get(FAULT_DIR_ENV, ".")) / f"crashed-{point.replace(':', '_')}"
         if not flag.exists():
             flag.write_text("1")
-            os._exit(1)
+            os.kill(os.getpid(), signal.SIGKILL)
