@@ -1,4 +1,4 @@
-"""A planning task that fails names what it was planning: the repositories of its batch."""
+"""A planning job that fails names what it was planning: the repositories of its batch."""
 
 from __future__ import annotations
 
@@ -23,13 +23,13 @@ def test_named_lists_one_input_or_the_first_and_last():
     assert named([], "repositories") == "no repositories"
 
 
-def test_a_failed_planning_task_names_its_repositories(tmp_path: Path, ray_local):
+def test_a_failed_planning_job_names_its_repositories(tmp_path: Path, ray_local):
     ex = Executor(load_recipe_data(fixture_recipe(tmp_path, name="planfail")), tmp_path / "run", quiet=True)
     batches = [["/repos/fine"], ["/repos/also-fine", "/repos/broken", "/repos/last"]]
     with pytest.raises(PipelineError) as failed:
         PlanTasks(ex.run, ex.ray_ready, ex.max_tasks).map("plan-src", _fails, batches, lambda batch: named(batch, "repositories"))
     message = str(failed.value)
-    assert "task plan-src:1 failed" in message
+    assert "job plan-src:1 failed" in message
     assert "input: 3 repositories, /repos/also-fine ... /repos/last" in message
     assert "ZeroDivisionError" in message
 
