@@ -43,10 +43,8 @@ KINDS = ("code", "docs", "notebook", "data", "config")  # values of KIND
 LICENSE_METHOD = "license_method"
 STARS = "stars"
 LAST_COMMIT = "last_commit"
-# values of LICENSE_METHOD: where a row's SPDX id came from
-LICENSE_METHODS = (
-    "spdx_tag", "license_file", "readme", "package_metadata", "dataset_column", "recipe", UNKNOWN
-)
+# LICENSE_METHOD says where a row's SPDX id came from: spdx_tag, license_file, readme,
+# package_metadata, dataset_column, recipe or unknown (ingest/license.py, ingest/plan.py)
 EXPANDED_ROWS = "_expanded_rows"
 """MapResult counter of ingest: entries a read task enumerated beyond its planned units
 (archive members, JSONL lines) so that rows_in = planned + expanded = rows_out + dropped."""
@@ -404,8 +402,6 @@ TRACE_MESSAGES = "messages"
 TRACE_TOOLS = "tools"
 TRACE_METADATA = "metadata"
 TRACE_READER = "reader"
-TRACE_READERS = ("jsonl", "json")  # a record per line / the whole file is one JSON value
-TRACE_FORMATS = ("openai", "sharegpt", "swe-agent")
 EDIT_TRACE_FORMAT = "edit"  # an editing example made from a commit (tasks/edits.py)
 
 TOOL_CALL_TYPE = pa.struct(
@@ -426,7 +422,6 @@ MESSAGE_TYPE = pa.struct(
         pa.field("is_summary", pa.bool_()),
     ]
 )
-MESSAGE_FIELDS = tuple(f.name for f in MESSAGE_TYPE)
 
 TRACE_SCHEMA = pa.schema(
     [
