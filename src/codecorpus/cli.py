@@ -96,7 +96,7 @@ def run(
 
 
 def resume_line(result) -> str | None:
-    """What a resumed run skipped: tasks whose completion marker held the current stage hash."""
+    """What a resumed run skipped: jobs whose completion marker held the current stage hash."""
     skipped = [(st.name, st.skipped_jobs, st.skipped_jobs + st.ran_jobs) for st in result.stages]
     total_skipped = sum(s for _, s, _ in skipped)
     if not total_skipped:

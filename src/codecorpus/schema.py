@@ -46,11 +46,11 @@ LAST_COMMIT = "last_commit"
 # LICENSE_METHOD says where a row's SPDX id came from: spdx_tag, license_file, readme,
 # package_metadata, dataset_column, recipe or unknown (ingest/license.py, ingest/plan.py)
 EXPANDED_ROWS = "_expanded_rows"
-"""MapResult counter of ingest: entries a read task enumerated beyond its planned units
+"""MapResult counter of ingest: entries a read job enumerated beyond its planned units
 (archive members, JSONL lines) so that rows_in = planned + expanded = rows_out + dropped."""
 EXPANDED_BYTES = "_expanded_bytes"
 """MapResult counter of ingest: input bytes of the rows read out of units the plan could
-not size per document (archive members, records), counted into the task's bytes_in."""
+not size per document (archive members, records), counted into the job's bytes_in."""
 
 DOC_SCHEMA = pa.schema(
     [
@@ -277,8 +277,8 @@ class RunPaths:
     def done_dir(self, stage: str) -> Path:
         return self.stage_dir(stage) / "_done"
 
-    def done(self, stage: str, task: str) -> Path:
-        return self.done_dir(stage) / task
+    def done(self, stage: str, job: str) -> Path:
+        return self.done_dir(stage) / job
 
     def plan_dir(self, stage: str) -> Path:
         """Plan files of a source stage, made before its hash is known (so outside its folder)."""

@@ -45,18 +45,18 @@ class JobContext:
 # --- parquet and markers --------------------------------------------------------------
 
 
-def read_marker(ctx: JobContext, task: str) -> dict[str, Any] | None:
-    """The marker's payload if the task completed under the current stage hash."""
+def read_marker(ctx: JobContext, job: str) -> dict[str, Any] | None:
+    """The marker's payload if the job completed under the current stage hash."""
     try:
-        payload = json.loads(ensure_local(ctx.run.done(ctx.stage, task)).read_text())
+        payload = json.loads(ensure_local(ctx.run.done(ctx.stage, job)).read_text())
     except (OSError, ValueError):
         return None
     return payload if payload.get("hash") == ctx.stage_hash else None
 
 
-def write_marker(ctx: JobContext, task: str, stats: dict[str, Any]) -> None:
+def write_marker(ctx: JobContext, job: str, stats: dict[str, Any]) -> None:
     body = json.dumps({"hash": ctx.stage_hash, "stats": stats}, sort_keys=True)
-    atomic_write_bytes(ctx.run.done(ctx.stage, task), body.encode())
+    atomic_write_bytes(ctx.run.done(ctx.stage, job), body.encode())
 
 
 # --- statistics -------------------------------------------------------------------------

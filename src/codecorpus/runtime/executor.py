@@ -61,7 +61,7 @@ class StageOutcome:
     skipped_jobs: int = 0
     ran_jobs: int = 0
     task_seconds: float = 0.0
-    """Wall seconds the stage's tasks spent inside their bodies, summed over tasks (every phase)."""
+    """Wall seconds the stage's jobs spent inside their bodies, summed over jobs (every phase)."""
     cpu_seconds: float = 0.0
     """CPU seconds of those job bodies (the work itself, whatever else the machine runs)."""
 
@@ -131,7 +131,7 @@ class Executor:
         return result
 
     def _run_stage(self, spec: StageSpec) -> tuple[int, int]:
-        """Begin a stage, run its tasks by its kind, finish it. Returns (ran, skipped) output tasks."""
+        """Begin a stage, run its jobs by its kind, finish it. Returns (ran, skipped) output jobs."""
         self.lifecycle.begin(spec, self.upstream_of(spec.name))
         stage = self.stage_run(spec.name)
         try:

@@ -42,11 +42,11 @@ def stage_hashes(recipe: Recipe, plan_hash: str) -> dict[str, str]:
     return out
 
 
-def known(ctx: JobContext, task: str) -> dict[str, Any] | None:
+def known(ctx: JobContext, job: str) -> dict[str, Any] | None:
     """The stats of a job whose marker holds its stage's hash (done), else None."""
     from codecorpus.pipeline import bodies
 
-    marker = bodies.read_marker(ctx, task)
+    marker = bodies.read_marker(ctx, job)
     return None if marker is None else marker["stats"]
 
 
